@@ -1,0 +1,121 @@
+//! The router: every route of REST v1, the fallbacks that answer unknown routes and methods in
+//! our error shape, the request-id middleware, and the OpenAPI document built from the handlers.
+
+use crate::error::{ApiError, REQUEST_ID};
+use crate::routes::{admin, messages, ops, queues};
+use crate::state::AppState;
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue, Uri};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::{get, post, put};
+use axum::Router;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_swagger_ui::SwaggerUi;
+
+/// The OpenAPI document of REST v1.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Sluice", description = "Multi-tenant message queues: REST API v1."),
+    paths(
+        queues::put_queue, queues::patch_queue, queues::get_queue, queues::list_queues,
+        queues::delete_queue, queues::purge_queue,
+        messages::send, messages::send_batch, messages::receive, messages::delete_message,
+        messages::delete_batch, messages::change_visibility, messages::change_visibility_batch,
+        messages::peek,
+        admin::create_tenant, admin::list_tenants, admin::get_tenant, admin::update_tenant,
+        admin::delete_tenant, admin::mint_token,
+        ops::healthz, ops::readyz,
+    ),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "queues", description = "Create, configure, list, purge and delete queues"),
+        (name = "messages", description = "Send, receive, delete, change visibility, peek"),
+        (name = "admin", description = "Tenants and tokens (scope admin)"),
+        (name = "operations", description = "Health and readiness (no auth)"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The whole application, ready to serve or to call in-process.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/v1/queues", get(queues::list_queues))
+        .route(
+            "/v1/queues/{queue}",
+            put(queues::put_queue)
+                .patch(queues::patch_queue)
+                .get(queues::get_queue)
+                .delete(queues::delete_queue),
+        )
+        .route("/v1/queues/{queue}/purge", post(queues::purge_queue))
+        .route("/v1/queues/{queue}/messages", post(messages::send).get(messages::peek))
+        .route("/v1/queues/{queue}/messages/batch", post(messages::send_batch))
+        .route("/v1/queues/{queue}/messages/receive", post(messages::receive))
+        .route("/v1/queues/{queue}/messages/delete", post(messages::delete_batch))
+        .route("/v1/queues/{queue}/messages/visibility", post(messages::change_visibility_batch))
+        .route(
+            "/v1/queues/{queue}/messages/{receipt_handle}",
+            axum::routing::delete(messages::delete_message).patch(messages::change_visibility),
+        )
+        .route("/v1/admin/tenants", post(admin::create_tenant).get(admin::list_tenants))
+        .route(
+            "/v1/admin/tenants/{id}",
+            get(admin::get_tenant).patch(admin::update_tenant).delete(admin::delete_tenant),
+        )
+        .route("/v1/admin/tenants/{id}/tokens", post(admin::mint_token))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .with_state(state);
+    Router::new()
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))
+        .merge(api)
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(request_id))
+}
+
+async fn no_route(uri: Uri) -> ApiError {
+    ApiError::NoRoute(uri.path().to_owned())
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Echoes a caller's request id of at most 128 visible ASCII characters, otherwise makes one;
+/// errors raised while serving read it from the task-local.
+async fn request_id(request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get(&X_REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let mut response = REQUEST_ID.scope(id.clone(), next.run(request)).await;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(X_REQUEST_ID.clone(), value);
+    }
+    response
+}

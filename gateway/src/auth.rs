@@ -1,0 +1,264 @@
+//! Authentication and authorisation: JWT bearer tokens with a pinned algorithm, the scopes of
+//! the REST contract, and the [`Caller`] extractor handlers use to demand a tenant and a scope.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::FromRequestParts;
+use axum::http::{header, request::Parts};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use sluice_engine::TenantId;
+use std::fmt;
+
+/// A permission a token can carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// Create, configure, purge and delete queues.
+    QueuesManage,
+    /// Send messages.
+    MessagesSend,
+    /// Receive, delete, change visibility, peek.
+    MessagesConsume,
+    /// Manage topics and subscriptions.
+    TopicsManage,
+    /// Publish to topics.
+    TopicsPublish,
+    /// `/v1/admin/*`.
+    Admin,
+}
+
+impl Scope {
+    /// Every scope, in the contract's order.
+    pub const ALL: [Scope; 6] = [
+        Scope::QueuesManage,
+        Scope::MessagesSend,
+        Scope::MessagesConsume,
+        Scope::TopicsManage,
+        Scope::TopicsPublish,
+        Scope::Admin,
+    ];
+
+    /// The scope's name in tokens.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::QueuesManage => "queues:manage",
+            Scope::MessagesSend => "messages:send",
+            Scope::MessagesConsume => "messages:consume",
+            Scope::TopicsManage => "topics:manage",
+            Scope::TopicsPublish => "topics:publish",
+            Scope::Admin => "admin",
+        }
+    }
+
+    /// Parses a scope name.
+    pub fn parse(text: &str) -> Option<Scope> {
+        Scope::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The claims Sluice reads and writes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claims {
+    /// The tenant the token acts for (absent on admin-only tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// Space-separated scopes.
+    #[serde(default)]
+    pub scope: String,
+    /// Expiry, seconds since the epoch.
+    pub exp: u64,
+    /// Issued at, seconds since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iat: Option<u64>,
+    /// Issuer, when configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iss: Option<String>,
+    /// Audience, when configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aud: Option<String>,
+}
+
+/// How tokens are verified (and minted).
+pub struct Auth {
+    algorithm: Algorithm,
+    decoding: DecodingKey,
+    encoding: Option<EncodingKey>,
+    validation: Validation,
+    issuer: Option<String>,
+    audience: Option<String>,
+}
+
+/// The key material a deployment configures.
+pub enum KeyMaterial {
+    /// HS256 with a shared secret: verifies and mints.
+    Secret(Vec<u8>),
+    /// A public key in PEM for EdDSA, RS256 or ES256: verifies only.
+    PublicKey {
+        /// The pinned algorithm.
+        algorithm: Algorithm,
+        /// The PEM text.
+        pem: Vec<u8>,
+    },
+}
+
+impl Auth {
+    /// Builds the verifier; the error names what is wrong with the key.
+    pub fn new(
+        key: KeyMaterial,
+        issuer: Option<String>,
+        audience: Option<String>,
+    ) -> Result<Self, String> {
+        let (algorithm, decoding, encoding) = match key {
+            KeyMaterial::Secret(secret) => (
+                Algorithm::HS256,
+                DecodingKey::from_secret(&secret).map_err(|e| format!("jwt_secret: {e}"))?,
+                Some(EncodingKey::from_secret(&secret).map_err(|e| format!("jwt_secret: {e}"))?),
+            ),
+            KeyMaterial::PublicKey { algorithm, pem } => {
+                let decoding = match algorithm {
+                    Algorithm::EdDSA => DecodingKey::from_ed_pem(&pem),
+                    Algorithm::RS256 => DecodingKey::from_rsa_pem(&pem),
+                    Algorithm::ES256 => DecodingKey::from_ec_pem(&pem),
+                    other => return Err(format!("jwt_algorithm: {other:?} is not supported")),
+                }
+                .map_err(|e| format!("jwt_public_key: not a {algorithm:?} public key in PEM: {e}"))?;
+                (algorithm, decoding, None)
+            }
+        };
+        let mut validation = Validation::new(algorithm);
+        validation.set_required_spec_claims(&["exp"]);
+        validation.leeway = 0;
+        match &issuer {
+            Some(iss) => validation.set_issuer(&[iss]),
+            None => validation.iss = None,
+        }
+        match &audience {
+            Some(aud) => validation.set_audience(&[aud]),
+            None => validation.validate_aud = false,
+        }
+        Ok(Self {
+            algorithm,
+            decoding,
+            encoding,
+            validation,
+            issuer,
+            audience,
+        })
+    }
+
+    /// Verifies a token: signature with the pinned algorithm, expiry, issuer and audience.
+    pub fn verify(&self, token: &str) -> Result<Claims, ApiError> {
+        jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
+            .map(|data| data.claims)
+            .map_err(|e| ApiError::Unauthenticated(format!("invalid bearer token: {e}")))
+    }
+
+    /// Whether this server can mint tokens (it holds the signing key).
+    pub fn can_mint(&self) -> bool {
+        self.encoding.is_some()
+    }
+
+    /// Mints a token for `tenant` (none for admin tokens) with `scopes`, valid `ttl_seconds`
+    /// from `now_seconds`.
+    pub fn mint(
+        &self,
+        tenant: Option<&TenantId>,
+        scopes: &[Scope],
+        now_seconds: u64,
+        ttl_seconds: u64,
+    ) -> Result<String, String> {
+        let key = self
+            .encoding
+            .as_ref()
+            .ok_or("this server verifies tokens with a public key and cannot mint them")?;
+        let claims = Claims {
+            tenant: tenant.map(|t| t.as_str().to_owned()),
+            scope: scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" "),
+            exp: now_seconds + ttl_seconds,
+            iat: Some(now_seconds),
+            iss: self.issuer.clone(),
+            aud: self.audience.clone(),
+        };
+        jsonwebtoken::encode(&Header::new(self.algorithm), &claims, key).map_err(|e| e.to_string())
+    }
+}
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    tenant: Option<TenantId>,
+    scopes: Vec<Scope>,
+}
+
+impl Caller {
+    /// The caller's tenant, if it holds any of `scopes`; 403 otherwise.
+    pub fn tenant_with_any(&self, scopes: &[Scope]) -> Result<&TenantId, ApiError> {
+        let tenant = self.tenant.as_ref().ok_or_else(|| {
+            ApiError::Forbidden("this token names no tenant; it grants /v1/admin only".into())
+        })?;
+        if scopes.iter().any(|s| self.scopes.contains(s)) {
+            Ok(tenant)
+        } else {
+            let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+            Err(ApiError::Forbidden(format!(
+                "this endpoint needs the scope {}",
+                names.join(" or ")
+            )))
+        }
+    }
+
+    /// The caller's tenant, if it holds `scope`; 403 otherwise.
+    pub fn tenant_with(&self, scope: Scope) -> Result<&TenantId, ApiError> {
+        self.tenant_with_any(&[scope])
+    }
+
+    /// Succeeds for admin tokens; 403 otherwise.
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        if self.scopes.contains(&Scope::Admin) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden("this endpoint needs the scope admin".into()))
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let header_value = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .ok_or_else(|| ApiError::Unauthenticated("missing Authorization: Bearer <token>".into()))?;
+        let token = header_value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim)
+            .ok_or_else(|| ApiError::Unauthenticated("the Authorization header must be 'Bearer <token>'".into()))?;
+        let claims = state.auth.verify(token)?;
+        // Unknown scope names are ignored, as OAuth scopes usually are.
+        let scopes: Vec<Scope> = claims.scope.split_whitespace().filter_map(Scope::parse).collect();
+        let tenant = match claims.tenant.as_deref() {
+            Some(id) => Some(TenantId::parse(id).map_err(|e| {
+                ApiError::Unauthenticated(format!("the token's tenant claim is invalid: {e}"))
+            })?),
+            None => None,
+        };
+        if tenant.is_none() && !scopes.contains(&Scope::Admin) {
+            return Err(ApiError::Unauthenticated(
+                "the token has neither a tenant claim nor the admin scope".into(),
+            ));
+        }
+        if let Some(tenant) = &tenant {
+            state.services.ensure_tenant(tenant).await?;
+        }
+        Ok(Caller { tenant, scopes })
+    }
+}

@@ -1,0 +1,234 @@
+//! Configuration: command-line flags, `SLUICE_…` environment variables and an optional TOML
+//! file, in that order of precedence over the defaults; validated once at start with errors that
+//! name the setting. With nothing configured, `serve` runs in development mode.
+
+use crate::auth::KeyMaterial;
+use clap::{Args, Parser, Subcommand};
+use jsonwebtoken::Algorithm;
+use rand::RngCore;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// `sluice`: multi-tenant message queues over HTTP.
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Runs the service.
+    Serve(CommonArgs),
+    /// Mints a token with the configured secret (or the data folder's generated key).
+    Token(TokenArgs),
+}
+
+/// Settings shared by every subcommand.
+#[derive(Debug, Default, Clone, Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommonArgs {
+    /// A TOML file with any of these settings (snake_case keys).
+    #[arg(long, env = "SLUICE_CONFIG")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Address to listen on (port 0 picks a free port). Default 127.0.0.1:8080.
+    #[arg(long, env = "SLUICE_LISTEN")]
+    pub listen: Option<String>,
+    /// Where the embedded store (and a generated signing key) live. Default ./data.
+    #[arg(long, env = "SLUICE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// HS256 shared secret (at least 32 bytes) that signs and verifies tokens.
+    #[arg(long, env = "SLUICE_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+    /// PEM file of a public key that verifies tokens (instead of a shared secret).
+    #[arg(long, env = "SLUICE_JWT_PUBLIC_KEY")]
+    pub jwt_public_key: Option<PathBuf>,
+    /// The public key's algorithm: EdDSA, RS256 or ES256.
+    #[arg(long, env = "SLUICE_JWT_ALGORITHM")]
+    pub jwt_algorithm: Option<String>,
+    /// Required `iss` claim.
+    #[arg(long, env = "SLUICE_JWT_ISSUER")]
+    pub jwt_issuer: Option<String>,
+    /// Required `aud` claim.
+    #[arg(long, env = "SLUICE_JWT_AUDIENCE")]
+    pub jwt_audience: Option<String>,
+    /// Largest message any queue may accept, in bytes (1024–1048576). Default 1048576.
+    #[arg(long, env = "SLUICE_MAX_MESSAGE_BYTES")]
+    pub max_message_bytes: Option<u32>,
+}
+
+/// `sluice token`.
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    /// The tenant the token acts for; omit for an admin token.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Space-separated scopes, e.g. "queues:manage messages:send messages:consume".
+    #[arg(long)]
+    pub scopes: String,
+    /// Lifetime in seconds.
+    #[arg(long, default_value_t = 3600)]
+    pub ttl_seconds: u64,
+    /// Where the key lives.
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// A setting that cannot be used; the message names it.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct ConfigError(pub String);
+
+/// Where the token key came from.
+pub enum KeySource {
+    /// Configured.
+    Configured(KeyMaterial),
+    /// Generated and kept in the data folder: development mode.
+    Generated(Vec<u8>),
+}
+
+/// Validated settings.
+pub struct Settings {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The data folder.
+    pub data_dir: PathBuf,
+    /// The token key.
+    pub key: KeySource,
+    /// Required issuer.
+    pub issuer: Option<String>,
+    /// Required audience.
+    pub audience: Option<String>,
+    /// Server-wide message size limit.
+    pub max_message_bytes: u32,
+}
+
+const GENERATED_KEY_FILE: &str = "jwt-secret";
+
+impl Settings {
+    /// Layers flags and environment over the file over the defaults, and validates.
+    pub fn resolve(args: &CommonArgs) -> Result<Self, ConfigError> {
+        let file = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    ConfigError(format!("config: cannot read {}: {e}", path.display()))
+                })?;
+                toml::from_str::<CommonArgs>(&text)
+                    .map_err(|e| ConfigError(format!("config: {}: {e}", path.display())))?
+            }
+            None => CommonArgs::default(),
+        };
+        let listen_text = args
+            .listen
+            .clone()
+            .or(file.listen)
+            .unwrap_or_else(|| "127.0.0.1:8080".into());
+        let listen = listen_text.parse().map_err(|e| {
+            ConfigError(format!("listen: {listen_text:?} is not an address like 127.0.0.1:8080 ({e})"))
+        })?;
+        let data_dir = args
+            .data_dir
+            .clone()
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from("data"));
+        let max_message_bytes = args.max_message_bytes.or(file.max_message_bytes).unwrap_or(1_048_576);
+        if !(1024..=1_048_576).contains(&max_message_bytes) {
+            return Err(ConfigError(format!(
+                "max_message_bytes: must be between 1024 and 1048576, got {max_message_bytes}"
+            )));
+        }
+        let secret = args.jwt_secret.clone().or(file.jwt_secret);
+        let public_key = args.jwt_public_key.clone().or(file.jwt_public_key);
+        let algorithm = args.jwt_algorithm.clone().or(file.jwt_algorithm);
+        let key = match (secret, public_key) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError(
+                    "jwt_secret and jwt_public_key: configure one of them, not both".into(),
+                ))
+            }
+            (Some(secret), None) => {
+                if secret.len() < 32 {
+                    return Err(ConfigError("jwt_secret: must be at least 32 bytes".into()));
+                }
+                if algorithm.as_deref().is_some_and(|a| a != "HS256") {
+                    return Err(ConfigError("jwt_algorithm: a jwt_secret means HS256".into()));
+                }
+                KeySource::Configured(KeyMaterial::Secret(secret.into_bytes()))
+            }
+            (None, Some(path)) => {
+                let algorithm = match algorithm.as_deref() {
+                    Some("EdDSA") => Algorithm::EdDSA,
+                    Some("RS256") => Algorithm::RS256,
+                    Some("ES256") => Algorithm::ES256,
+                    other => {
+                        return Err(ConfigError(format!(
+                            "jwt_algorithm: with jwt_public_key it must be EdDSA, RS256 or ES256, got {other:?}"
+                        )))
+                    }
+                };
+                let pem = std::fs::read(&path).map_err(|e| {
+                    ConfigError(format!("jwt_public_key: cannot read {}: {e}", path.display()))
+                })?;
+                KeySource::Configured(KeyMaterial::PublicKey { algorithm, pem })
+            }
+            (None, None) => KeySource::Generated(generated_key(&data_dir)?),
+        };
+        Ok(Settings {
+            listen,
+            data_dir,
+            key,
+            issuer: args.jwt_issuer.clone().or(file.jwt_issuer),
+            audience: args.jwt_audience.clone().or(file.jwt_audience),
+            max_message_bytes,
+        })
+    }
+
+    /// The key material, whichever way it came.
+    pub fn key_material(&self) -> KeyMaterial {
+        match &self.key {
+            KeySource::Configured(KeyMaterial::Secret(s)) | KeySource::Generated(s) => {
+                KeyMaterial::Secret(s.clone())
+            }
+            KeySource::Configured(KeyMaterial::PublicKey { algorithm, pem }) => KeyMaterial::PublicKey {
+                algorithm: *algorithm,
+                pem: pem.clone(),
+            },
+        }
+    }
+
+    /// Development mode: no key was configured.
+    pub fn is_development(&self) -> bool {
+        matches!(self.key, KeySource::Generated(_))
+    }
+}
+
+/// Reads the data folder's signing key, creating it (readable by the owner only) if absent.
+fn generated_key(data_dir: &Path) -> Result<Vec<u8>, ConfigError> {
+    let path = data_dir.join(GENERATED_KEY_FILE);
+    let fail = |e: std::io::Error| ConfigError(format!("data_dir: {}: {e}", path.display()));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => return Ok(text.trim().as_bytes().to_vec()),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(fail(e)),
+        Err(_) => {}
+    }
+    std::fs::create_dir_all(data_dir).map_err(fail)?;
+    let mut raw = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut raw);
+    let text = hex::encode(raw);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(&path).map_err(fail)?;
+    std::io::Write::write_all(&mut file, text.as_bytes()).map_err(fail)?;
+    file.sync_all().map_err(fail)?;
+    Ok(text.into_bytes())
+}

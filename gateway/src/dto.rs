@@ -1,0 +1,670 @@
+//! The REST v1 wire types: what the JSON bodies look like, with their OpenAPI schemas, and the
+//! conversions to and from the services' domain types. Times are RFC 3339 UTC with
+//! milliseconds; durations are integer seconds.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use sluice_engine::{MessageAttribute, Millis, Quotas, TenantRecord};
+use sluice_services::{MessageView, QueueConfigPatch, QueueView, SendRequest, SendResult};
+use std::collections::BTreeMap;
+use utoipa::{IntoParams, ToSchema};
+
+/// Formats epoch milliseconds as RFC 3339 UTC with milliseconds and a `Z`.
+pub fn rfc3339(millis: Millis) -> String {
+    chrono::DateTime::from_timestamp_millis(millis as i64)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Tells "absent" (outer `None`) from "null" (`Some(None)`).
+fn double_option<'de, T, D>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    T: Deserialize<'de>,
+    D: Deserializer<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// Dead-letter policy (not supported yet: only `null` is accepted).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedrivePolicy {
+    /// The dead-letter queue's name.
+    pub dead_letter_queue: String,
+    /// 1–1000.
+    pub max_receive_count: u32,
+}
+
+/// Which queues may use this one as their dead-letter queue (not supported yet: only `null`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedriveAllowPolicy {
+    /// `allow_all`, `deny_all` or `by_queue`.
+    pub permission: String,
+    /// With `by_queue`.
+    #[serde(default)]
+    pub source_queues: Vec<String>,
+}
+
+/// A queue configuration in a request. Every field is optional: `PUT` resets omitted fields to
+/// their defaults, `PATCH` leaves them alone.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfigInput {
+    /// Default 30; 0–43200.
+    pub visibility_timeout_seconds: Option<u32>,
+    /// Default 345600 (4 days); 60–1209600.
+    pub message_retention_seconds: Option<u32>,
+    /// Default 0; 0–900.
+    pub delay_seconds: Option<u32>,
+    /// Default 0; 0–20.
+    pub receive_wait_seconds: Option<u32>,
+    /// Default 1048576; 1024 – the server's maximum.
+    pub max_message_bytes: Option<u32>,
+    /// Not supported yet: only `null` is accepted.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<RedrivePolicy>, nullable)]
+    pub redrive_policy: Option<Option<RedrivePolicy>>,
+    /// Not supported yet: only `null` is accepted.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<RedriveAllowPolicy>, nullable)]
+    pub redrive_allow_policy: Option<Option<RedriveAllowPolicy>>,
+    /// FIFO queues only (not supported yet).
+    pub content_based_deduplication: Option<bool>,
+    /// FIFO queues only (not supported yet): `queue` or `message_group`.
+    pub deduplication_scope: Option<String>,
+    /// Sends past this many stored messages answer 429 `QueueFull`; `null` is unbounded.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<u64>, nullable, minimum = 1)]
+    pub max_depth: Option<Option<u64>>,
+    /// At most 50.
+    pub tags: Option<BTreeMap<String, String>>,
+}
+
+impl From<QueueConfigInput> for QueueConfigPatch {
+    fn from(input: QueueConfigInput) -> Self {
+        QueueConfigPatch {
+            visibility_timeout_seconds: input.visibility_timeout_seconds,
+            message_retention_seconds: input.message_retention_seconds,
+            delay_seconds: input.delay_seconds,
+            receive_wait_seconds: input.receive_wait_seconds,
+            max_message_bytes: input.max_message_bytes,
+            max_depth: input.max_depth,
+            tags: input.tags,
+            redrive_policy_given: matches!(input.redrive_policy, Some(Some(_))),
+            redrive_allow_policy_given: matches!(input.redrive_allow_policy, Some(Some(_))),
+            content_based_deduplication: input.content_based_deduplication,
+            deduplication_scope: input.deduplication_scope,
+        }
+    }
+}
+
+/// A queue's configuration with every default filled in.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct QueueConfigOutput {
+    /// Seconds a received message stays hidden.
+    pub visibility_timeout_seconds: u32,
+    /// Seconds a message is kept.
+    pub message_retention_seconds: u32,
+    /// Seconds every message is held back.
+    pub delay_seconds: u32,
+    /// Default long-poll wait.
+    pub receive_wait_seconds: u32,
+    /// Largest message accepted, body plus attributes.
+    pub max_message_bytes: u32,
+    /// Always `null` until dead-letter queues exist.
+    #[schema(value_type = Option<RedrivePolicy>)]
+    pub redrive_policy: Option<RedrivePolicy>,
+    /// Always `null` until dead-letter queues exist (null allows all).
+    #[schema(value_type = Option<RedriveAllowPolicy>)]
+    pub redrive_allow_policy: Option<RedriveAllowPolicy>,
+    /// `null` is unbounded.
+    pub max_depth: Option<u64>,
+    /// Labels.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// Message counts of a queue.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct QueueStatsOutput {
+    /// Receivable now.
+    pub visible: u64,
+    /// Received, not yet deleted or visible again.
+    pub in_flight: u64,
+    /// Waiting for their delay to end.
+    pub delayed: u64,
+    /// Age of the oldest message not yet deleted; `null` when there is none.
+    pub oldest_age_seconds: Option<u64>,
+}
+
+/// A queue.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Queue {
+    /// Its name.
+    pub name: String,
+    /// `standard` or `fifo`.
+    pub kind: String,
+    /// The configuration in force.
+    pub config: QueueConfigOutput,
+    /// When first created.
+    pub created_at: String,
+    /// When last configured.
+    pub updated_at: String,
+    /// Counts now.
+    pub stats: QueueStatsOutput,
+}
+
+impl From<QueueView> for Queue {
+    fn from(view: QueueView) -> Self {
+        let config = view.config;
+        Queue {
+            kind: if view.name.is_fifo() { "fifo" } else { "standard" }.to_owned(),
+            name: view.name.as_str().to_owned(),
+            config: QueueConfigOutput {
+                visibility_timeout_seconds: config.visibility_timeout_seconds,
+                message_retention_seconds: config.message_retention_seconds,
+                delay_seconds: config.delay_seconds,
+                receive_wait_seconds: config.receive_wait_seconds,
+                max_message_bytes: config.max_message_bytes,
+                redrive_policy: None,
+                redrive_allow_policy: None,
+                max_depth: config.max_depth,
+                tags: config.tags,
+            },
+            created_at: rfc3339(view.created_at),
+            updated_at: rfc3339(view.updated_at),
+            stats: QueueStatsOutput {
+                visible: view.stats.visible,
+                in_flight: view.stats.in_flight,
+                delayed: view.stats.delayed,
+                oldest_age_seconds: view.oldest_age_seconds,
+            },
+        }
+    }
+}
+
+/// One page of queues.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct QueueList {
+    /// Ordered by name.
+    pub queues: Vec<Queue>,
+    /// Pass as `next_token` for the next page; `null` on the last.
+    pub next_token: Option<String>,
+}
+
+/// Query of `GET /v1/queues`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQueuesQuery {
+    /// Only names starting with this.
+    pub prefix: Option<String>,
+    /// 1–1000, default 100.
+    pub limit: Option<u32>,
+    /// From the previous page.
+    pub next_token: Option<String>,
+}
+
+/// Query of list endpoints without a prefix.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// 1–1000, default 100.
+    pub limit: Option<u32>,
+    /// From the previous page.
+    pub next_token: Option<String>,
+}
+
+/// A typed message attribute.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Attribute {
+    /// `String`, `Number` or `Binary`, optionally followed by `.` and a custom label.
+    #[serde(rename = "type")]
+    pub data_type: String,
+    /// The value as text; base64 for `Binary`.
+    pub value: String,
+}
+
+fn to_domain(attributes: Option<BTreeMap<String, Attribute>>) -> BTreeMap<String, MessageAttribute> {
+    attributes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, a)| {
+            (
+                name,
+                MessageAttribute {
+                    data_type: a.data_type,
+                    value: a.value,
+                },
+            )
+        })
+        .collect()
+}
+
+/// A message to send.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendMessage {
+    /// Non-empty UTF-8.
+    pub body: String,
+    /// Up to 10 typed attributes.
+    pub attributes: Option<BTreeMap<String, Attribute>>,
+    /// 0–900; overrides the queue's delay (standard queues only).
+    pub delay_seconds: Option<u32>,
+    /// RFC 3339: deliver not before this time (at most the retention period ahead).
+    pub deliver_at: Option<String>,
+    /// Returned on receive (no ordering on standard queues).
+    pub group_id: Option<String>,
+    /// FIFO queues only.
+    pub deduplication_id: Option<String>,
+}
+
+impl From<SendMessage> for SendRequest {
+    fn from(m: SendMessage) -> Self {
+        SendRequest {
+            body: m.body,
+            attributes: to_domain(m.attributes),
+            delay_seconds: m.delay_seconds,
+            deliver_at: m.deliver_at,
+            group_id: m.group_id,
+            deduplication_id: m.deduplication_id,
+        }
+    }
+}
+
+/// A message in a send batch.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendBatchEntry {
+    /// Unique in the batch: 1–80 of `[A-Za-z0-9_-]`.
+    pub id: String,
+    /// Non-empty UTF-8.
+    pub body: String,
+    /// Up to 10 typed attributes.
+    pub attributes: Option<BTreeMap<String, Attribute>>,
+    /// 0–900.
+    pub delay_seconds: Option<u32>,
+    /// RFC 3339.
+    pub deliver_at: Option<String>,
+    /// Returned on receive.
+    pub group_id: Option<String>,
+    /// FIFO queues only.
+    pub deduplication_id: Option<String>,
+}
+
+impl From<SendBatchEntry> for sluice_services::SendEntry {
+    fn from(e: SendBatchEntry) -> Self {
+        sluice_services::SendEntry {
+            id: e.id,
+            message: SendRequest {
+                body: e.body,
+                attributes: to_domain(e.attributes),
+                delay_seconds: e.delay_seconds,
+                deliver_at: e.deliver_at,
+                group_id: e.group_id,
+                deduplication_id: e.deduplication_id,
+            },
+        }
+    }
+}
+
+/// A batch of messages to send.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendBatch {
+    /// 1–10 entries.
+    pub entries: Vec<SendBatchEntry>,
+}
+
+/// What a send answers.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SendOutput {
+    /// The message's id.
+    pub message_id: String,
+    /// MD5 of the body, as SQS computes it.
+    pub md5_of_body: String,
+    /// MD5 of the attributes, as SQS computes it; `null` without attributes.
+    pub md5_of_attributes: Option<String>,
+    /// FIFO queues only; `null` otherwise.
+    pub sequence_number: Option<String>,
+    /// A FIFO deduplication hit.
+    pub duplicate: bool,
+}
+
+impl From<SendResult> for SendOutput {
+    fn from(r: SendResult) -> Self {
+        SendOutput {
+            message_id: r.message_id,
+            md5_of_body: r.md5_of_body,
+            md5_of_attributes: r.md5_of_attributes,
+            sequence_number: r.sequence_number,
+            duplicate: r.duplicate,
+        }
+    }
+}
+
+/// A successful send-batch entry.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SendBatchSuccess {
+    /// The caller's entry id.
+    pub id: String,
+    /// The send's answer.
+    #[serde(flatten)]
+    pub result: SendOutput,
+}
+
+/// A failed batch entry.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BatchFailureOutput {
+    /// The caller's entry id.
+    pub id: String,
+    /// The error code, as in error responses.
+    pub code: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// The answer of a send batch.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SendBatchOutput {
+    /// Entries stored.
+    pub successful: Vec<SendBatchSuccess>,
+    /// Entries refused, each on its own.
+    pub failed: Vec<BatchFailureOutput>,
+}
+
+/// A successful entry of a delete or visibility batch.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BatchSuccess {
+    /// The caller's entry id.
+    pub id: String,
+}
+
+/// The answer of a delete or visibility batch.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BatchOutput {
+    /// Entries done.
+    pub successful: Vec<BatchSuccess>,
+    /// Entries refused, each on its own.
+    pub failed: Vec<BatchFailureOutput>,
+}
+
+/// A receive request.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiveInput {
+    /// 1–10, default 1.
+    pub max_messages: Option<u32>,
+    /// 0–43200; default the queue's.
+    pub visibility_timeout_seconds: Option<u32>,
+    /// 0–20; default the queue's `receive_wait_seconds`.
+    pub wait_seconds: Option<u32>,
+    /// FIFO retries (ignored on standard queues).
+    pub request_attempt_id: Option<String>,
+}
+
+/// Where a dead-lettered message came from (dead-letter queues are not built yet: always null).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct DeadLetterInfo {
+    /// The queue it was moved from.
+    pub source_queue: String,
+    /// Why.
+    pub reason: String,
+    /// Deliveries before the move.
+    pub receive_count: u32,
+}
+
+/// A message.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Message {
+    /// The id given at send.
+    pub message_id: String,
+    /// Names this delivery (absent in peek answers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt_handle: Option<String>,
+    /// The body.
+    pub body: String,
+    /// MD5 of the body.
+    pub md5_of_body: String,
+    /// The attributes (`{}` when none).
+    pub attributes: BTreeMap<String, Attribute>,
+    /// MD5 of the attributes; present exactly when there are attributes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub md5_of_attributes: Option<String>,
+    /// When it was sent.
+    pub sent_at: String,
+    /// Deliveries so far.
+    pub receive_count: u32,
+    /// First delivery; `null` before it.
+    pub first_received_at: Option<String>,
+    /// The sender's group id.
+    pub group_id: Option<String>,
+    /// FIFO only; `null` otherwise.
+    pub deduplication_id: Option<String>,
+    /// FIFO only; `null` otherwise.
+    pub sequence_number: Option<String>,
+    /// Where a dead-lettered message came from; `null` otherwise.
+    pub dead_letter: Option<DeadLetterInfo>,
+}
+
+impl From<MessageView> for Message {
+    fn from(m: MessageView) -> Self {
+        Message {
+            message_id: m.message_id,
+            receipt_handle: m.receipt_handle,
+            body: m.body,
+            md5_of_body: m.md5_of_body,
+            attributes: m
+                .attributes
+                .into_iter()
+                .map(|(name, a)| {
+                    (
+                        name,
+                        Attribute {
+                            data_type: a.data_type,
+                            value: a.value,
+                        },
+                    )
+                })
+                .collect(),
+            md5_of_attributes: m.md5_of_attributes,
+            sent_at: rfc3339(m.sent_at),
+            receive_count: m.receive_count,
+            first_received_at: m.first_received_at.map(rfc3339),
+            group_id: m.group_id,
+            deduplication_id: None,
+            sequence_number: None,
+            dead_letter: None,
+        }
+    }
+}
+
+/// Messages received or peeked.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MessageList {
+    /// The messages.
+    pub messages: Vec<Message>,
+}
+
+/// A delete-batch entry.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteBatchEntry {
+    /// Unique in the batch.
+    pub id: String,
+    /// From a receive.
+    pub receipt_handle: String,
+}
+
+/// A batch of deletes.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteBatch {
+    /// 1–10 entries.
+    pub entries: Vec<DeleteBatchEntry>,
+}
+
+/// A visibility change.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VisibilityInput {
+    /// 0–43200; 0 makes the message visible now.
+    pub visibility_timeout_seconds: u32,
+}
+
+/// A visibility-batch entry.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VisibilityBatchEntry {
+    /// Unique in the batch.
+    pub id: String,
+    /// From a receive.
+    pub receipt_handle: String,
+    /// 0–43200.
+    pub visibility_timeout_seconds: u32,
+}
+
+/// A batch of visibility changes.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VisibilityBatch {
+    /// 1–10 entries.
+    pub entries: Vec<VisibilityBatchEntry>,
+}
+
+/// Query of peek.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PeekQuery {
+    /// `visible` (default), `in_flight` or `delayed`.
+    pub state: Option<PeekState>,
+    /// 1–100, default 10.
+    pub limit: Option<u32>,
+}
+
+/// Which messages peek shows.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PeekState {
+    /// Receivable now.
+    Visible,
+    /// Received and hidden.
+    InFlight,
+    /// Waiting for their delay.
+    Delayed,
+}
+
+/// Per-tenant limits; `null` is unlimited.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuotasBody {
+    /// Most queues the tenant may own (enforced).
+    pub max_queues: Option<u64>,
+    /// Most topics (stored; topics are not built yet).
+    pub max_topics: Option<u64>,
+    /// Sustained requests per second (stored; not enforced yet).
+    pub requests_per_second: Option<u64>,
+    /// Burst above the rate (stored; not enforced yet).
+    pub burst: Option<u64>,
+    /// Most bytes stored (stored; not enforced yet).
+    pub max_stored_bytes: Option<u64>,
+}
+
+impl From<QuotasBody> for Quotas {
+    fn from(q: QuotasBody) -> Self {
+        Quotas {
+            max_queues: q.max_queues,
+            max_topics: q.max_topics,
+            requests_per_second: q.requests_per_second,
+            burst: q.burst,
+            max_stored_bytes: q.max_stored_bytes,
+        }
+    }
+}
+
+impl From<Quotas> for QuotasBody {
+    fn from(q: Quotas) -> Self {
+        QuotasBody {
+            max_queues: q.max_queues,
+            max_topics: q.max_topics,
+            requests_per_second: q.requests_per_second,
+            burst: q.burst,
+            max_stored_bytes: q.max_stored_bytes,
+        }
+    }
+}
+
+/// A tenant to create.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTenant {
+    /// 1–64 of `[a-z0-9_-]`.
+    pub id: String,
+    /// Its limits (default: none).
+    #[serde(default)]
+    pub quotas: QuotasBody,
+}
+
+/// A tenant's new quotas.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateTenant {
+    /// Replaces the quotas.
+    pub quotas: QuotasBody,
+}
+
+/// A tenant.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Tenant {
+    /// Its id.
+    pub id: String,
+    /// Its limits.
+    pub quotas: QuotasBody,
+    /// When created (or first named by a token).
+    pub created_at: String,
+}
+
+impl From<TenantRecord> for Tenant {
+    fn from(t: TenantRecord) -> Self {
+        Tenant {
+            id: t.id.as_str().to_owned(),
+            quotas: t.quotas.into(),
+            created_at: rfc3339(t.created_at),
+        }
+    }
+}
+
+/// One page of tenants.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TenantList {
+    /// Ordered by id.
+    pub tenants: Vec<Tenant>,
+    /// For the next page; `null` on the last.
+    pub next_token: Option<String>,
+}
+
+/// A token to mint.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MintToken {
+    /// Any of `queues:manage messages:send messages:consume topics:manage topics:publish`
+    /// (not `admin`).
+    pub scopes: Vec<String>,
+    /// 60–31536000, default 3600.
+    pub ttl_seconds: Option<u64>,
+}
+
+/// A minted token.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MintedToken {
+    /// The bearer token.
+    pub token: String,
+    /// When it stops working.
+    pub expires_at: String,
+}
+
+/// Health and readiness answers.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    /// `ok`, or what is wrong.
+    pub status: String,
+}

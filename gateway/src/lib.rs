@@ -1,0 +1,12 @@
+//! The HTTP gateway: auth, tenancy, REST v1, OpenAPI and the API reference, over the
+//! protocol-agnostic services. Handlers are thin; the `sluice` binary is `main.rs`.
+
+pub mod app;
+pub mod auth;
+pub mod config;
+pub mod dto;
+pub mod error;
+pub mod extract;
+pub mod routes;
+pub mod startup;
+pub mod state;

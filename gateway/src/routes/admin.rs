@@ -1,0 +1,143 @@
+//! `/v1/admin/*`: tenants and token minting (scope `admin`).
+
+use crate::auth::{Caller, Scope};
+use crate::dto::{rfc3339, CreateTenant, MintToken, MintedToken, PageQuery, Tenant, TenantList, UpdateTenant};
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{Json, PathParams, Query};
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use sluice_services::ServiceError;
+
+/// Creates a tenant.
+#[utoipa::path(post, path = "/v1/admin/tenants", tag = "admin", request_body = CreateTenant,
+    responses((status = 201, body = Tenant), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 409, description = "The tenant exists", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn create_tenant(
+    caller: Caller,
+    State(state): State<AppState>,
+    Json(body, ..): Json<CreateTenant>,
+) -> Result<(StatusCode, axum::Json<Tenant>), ApiError> {
+    caller.require_admin()?;
+    let record = state.services.create_tenant(&body.id, body.quotas.into()).await?;
+    Ok((StatusCode::CREATED, axum::Json(record.into())))
+}
+
+/// Lists tenants by id, including tenants only tokens have named.
+#[utoipa::path(get, path = "/v1/admin/tenants", tag = "admin", params(PageQuery),
+    responses((status = 200, body = TenantList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn list_tenants(
+    caller: Caller,
+    State(state): State<AppState>,
+    Query(query): Query<PageQuery>,
+) -> Result<axum::Json<TenantList>, ApiError> {
+    caller.require_admin()?;
+    let page = state.services.list_tenants(query.limit, query.next_token.as_deref()).await?;
+    Ok(axum::Json(TenantList {
+        tenants: page.tenants.into_iter().map(Tenant::from).collect(),
+        next_token: page.next_token,
+    }))
+}
+
+/// One tenant.
+#[utoipa::path(get, path = "/v1/admin/tenants/{id}", tag = "admin",
+    params(("id" = String, Path, description = "Tenant id")),
+    responses((status = 200, body = Tenant), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn get_tenant(
+    caller: Caller,
+    State(state): State<AppState>,
+    PathParams(id): PathParams<String>,
+) -> Result<axum::Json<Tenant>, ApiError> {
+    caller.require_admin()?;
+    Ok(axum::Json(state.services.get_tenant(&id).await?.into()))
+}
+
+/// Replaces a tenant's quotas.
+#[utoipa::path(patch, path = "/v1/admin/tenants/{id}", tag = "admin",
+    params(("id" = String, Path, description = "Tenant id")), request_body = UpdateTenant,
+    responses((status = 200, body = Tenant), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn update_tenant(
+    caller: Caller,
+    State(state): State<AppState>,
+    PathParams(id): PathParams<String>,
+    Json(body, ..): Json<UpdateTenant>,
+) -> Result<axum::Json<Tenant>, ApiError> {
+    caller.require_admin()?;
+    Ok(axum::Json(state.services.update_tenant(&id, body.quotas.into()).await?.into()))
+}
+
+/// Deletes a tenant and all its resources.
+#[utoipa::path(delete, path = "/v1/admin/tenants/{id}", tag = "admin",
+    params(("id" = String, Path, description = "Tenant id")),
+    responses((status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn delete_tenant(
+    caller: Caller,
+    State(state): State<AppState>,
+    PathParams(id): PathParams<String>,
+) -> Result<StatusCode, ApiError> {
+    caller.require_admin()?;
+    state.services.delete_tenant(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Mints a token for a tenant (never with `admin`).
+#[utoipa::path(post, path = "/v1/admin/tenants/{id}/tokens", tag = "admin",
+    params(("id" = String, Path, description = "Tenant id")), request_body = MintToken,
+    responses((status = 201, body = MintedToken), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "This server verifies with a public key and holds no signing key", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn mint_token(
+    caller: Caller,
+    State(state): State<AppState>,
+    PathParams(id): PathParams<String>,
+    Json(body, ..): Json<MintToken>,
+) -> Result<(StatusCode, axum::Json<MintedToken>), ApiError> {
+    caller.require_admin()?;
+    let tenant = state.services.get_tenant(&id).await?;
+    let mut scopes = Vec::new();
+    for (index, name) in body.scopes.iter().enumerate() {
+        let field = format!("scopes[{index}]");
+        match Scope::parse(name) {
+            Some(Scope::Admin) => {
+                return Err(ServiceError::invalid(field, "a minted token cannot carry admin").into())
+            }
+            Some(scope) => scopes.push(scope),
+            None => return Err(ServiceError::invalid(field, format!("unknown scope {name:?}")).into()),
+        }
+    }
+    if scopes.is_empty() {
+        return Err(ServiceError::invalid("scopes", "name at least one scope").into());
+    }
+    let ttl = body.ttl_seconds.unwrap_or(3600);
+    if !(60..=31_536_000).contains(&ttl) {
+        return Err(ServiceError::invalid("ttl_seconds", format!("must be between 60 and 31536000, got {ttl}")).into());
+    }
+    if !state.auth.can_mint() {
+        return Err(ServiceError::Conflict(
+            "this server verifies tokens with a public key and holds no signing key".into(),
+        )
+        .into());
+    }
+    let now_seconds = state.services.clock().now() / 1000;
+    let token = state
+        .auth
+        .mint(Some(&tenant.id), &scopes, now_seconds, ttl)
+        .map_err(ServiceError::Internal)?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(MintedToken {
+            token,
+            expires_at: rfc3339((now_seconds + ttl) * 1000),
+        }),
+    ))
+}

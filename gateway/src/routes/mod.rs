@@ -1,0 +1,20 @@
+//! The REST v1 handlers, one module per resource. Each handler authorises, calls one service
+//! function and maps the answer; no queue semantics live here.
+
+pub mod admin;
+pub mod messages;
+pub mod ops;
+pub mod queues;
+
+use crate::dto::BatchFailureOutput;
+use crate::error::ApiError;
+use sluice_services::BatchFailure;
+
+pub(crate) fn failure_output(failure: BatchFailure) -> BatchFailureOutput {
+    let error = ApiError::Service(failure.error);
+    BatchFailureOutput {
+        id: failure.id,
+        code: error.code().to_owned(),
+        message: error.to_string(),
+    }
+}

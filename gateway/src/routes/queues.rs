@@ -1,0 +1,125 @@
+//! `/v1/queues` and `/v1/queues/{queue}`: create, replace, patch, read, list, delete, purge.
+
+use crate::auth::{Caller, Scope};
+use crate::dto::{ListQueuesQuery, Queue, QueueConfigInput, QueueList};
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{Json, PathParams, Query, SmallLimit};
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+
+const READ_SCOPES: [Scope; 3] = [Scope::QueuesManage, Scope::MessagesSend, Scope::MessagesConsume];
+
+/// Creates a queue, or replaces its whole configuration (omitted fields reset to defaults).
+#[utoipa::path(put, path = "/v1/queues/{queue}", tag = "queues",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]")),
+    request_body(content = QueueConfigInput, description = "All fields optional; an empty body creates a queue with the defaults"),
+    responses(
+        (status = 201, description = "Created", body = Queue),
+        (status = 200, description = "Configuration replaced; messages and created_at kept", body = Queue),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 429, description = "QuotaExceeded: the tenant owns max_queues queues", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn put_queue(
+    caller: Caller,
+    State(state): State<AppState>,
+    PathParams(queue): PathParams<String>,
+    Json(input, ..): Json<QueueConfigInput, SmallLimit, true>,
+) -> Result<impl IntoResponse, ApiError> {
+    let tenant = caller.tenant_with(Scope::QueuesManage)?;
+    let (view, created) = state.services.put_queue(tenant, &queue, input.into()).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, axum::Json(Queue::from(view))))
+}
+
+/// Changes only the configuration fields given.
+#[utoipa::path(patch, path = "/v1/queues/{queue}", tag = "queues",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = QueueConfigInput,
+    responses((status = 200, body = Queue), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn patch_queue(
+    caller: Caller,
+    State(state): State<AppState>,
+    PathParams(queue): PathParams<String>,
+    Json(input, ..): Json<QueueConfigInput, SmallLimit, true>,
+) -> Result<axum::Json<Queue>, ApiError> {
+    let tenant = caller.tenant_with(Scope::QueuesManage)?;
+    let view = state.services.patch_queue(tenant, &queue, input.into()).await?;
+    Ok(axum::Json(view.into()))
+}
+
+/// A queue with its stats.
+#[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses((status = 200, body = Queue), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn get_queue(
+    caller: Caller,
+    State(state): State<AppState>,
+    PathParams(queue): PathParams<String>,
+) -> Result<axum::Json<Queue>, ApiError> {
+    let tenant = caller.tenant_with_any(&READ_SCOPES)?;
+    Ok(axum::Json(state.services.get_queue(tenant, &queue).await?.into()))
+}
+
+/// The tenant's queues, by name.
+#[utoipa::path(get, path = "/v1/queues", tag = "queues", params(ListQueuesQuery),
+    responses((status = 200, body = QueueList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn list_queues(
+    caller: Caller,
+    State(state): State<AppState>,
+    Query(query): Query<ListQueuesQuery>,
+) -> Result<axum::Json<QueueList>, ApiError> {
+    let tenant = caller.tenant_with_any(&READ_SCOPES)?;
+    let page = state
+        .services
+        .list_queues(
+            tenant,
+            query.prefix.as_deref().unwrap_or(""),
+            query.limit,
+            query.next_token.as_deref(),
+        )
+        .await?;
+    Ok(axum::Json(QueueList {
+        queues: page.queues.into_iter().map(Queue::from).collect(),
+        next_token: page.next_token,
+    }))
+}
+
+/// Deletes a queue with its messages.
+#[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "queues",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses((status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn delete_queue(
+    caller: Caller,
+    State(state): State<AppState>,
+    PathParams(queue): PathParams<String>,
+) -> Result<StatusCode, ApiError> {
+    let tenant = caller.tenant_with(Scope::QueuesManage)?;
+    state.services.delete_queue(tenant, &queue).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Removes every message: visible, in flight and delayed.
+#[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "queues",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses((status = 204, description = "Purged"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn purge_queue(
+    caller: Caller,
+    State(state): State<AppState>,
+    PathParams(queue): PathParams<String>,
+) -> Result<StatusCode, ApiError> {
+    let tenant = caller.tenant_with(Scope::QueuesManage)?;
+    state.services.purge_queue(tenant, &queue).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

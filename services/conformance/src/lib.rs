@@ -1,0 +1,110 @@
+//! The conformance suite: every guarantee of `product.md` that lives below the gateway, written
+//! once as generic case functions over the [`Engine`] trait and expanded per engine by
+//! [`engine_suite!`]. An engine is done when the whole suite passes on it.
+//!
+//! Each case gets a fresh engine from the factory, a [`ManualClock`] (time moves only when the
+//! case says so) and a tenant of its own, so cases can run in parallel against one shared store.
+//!
+//! ```ignore
+//! async fn make() -> sluice_conformance::TestEngine { /* open a fresh engine */ }
+//! sluice_conformance::engine_suite!(make);
+//! ```
+
+pub mod cases;
+
+use sluice_engine::{Engine, ManualClock, TenantId};
+use sluice_services::{Limits, Services};
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What a factory hands the suite: the engine and whatever must live as long as it (a
+/// temporary directory, a server process).
+pub struct TestEngine {
+    /// The engine under test.
+    pub engine: Arc<dyn Engine>,
+    /// Dropped after the case.
+    pub guard: Box<dyn Any + Send>,
+}
+
+/// Everything a case needs.
+pub struct Ctx {
+    /// The engine under test.
+    pub engine: Arc<dyn Engine>,
+    /// Services over that engine and the manual clock.
+    pub services: Services,
+    /// The clock; advance it to move time.
+    pub clock: ManualClock,
+    /// A tenant no other case uses.
+    pub tenant: TenantId,
+    /// A second tenant, for isolation checks.
+    pub other_tenant: TenantId,
+    _guard: Box<dyn Any + Send>,
+}
+
+/// The instant every case's clock starts at (2026-01-01T00:00:00Z).
+pub const START: u64 = 1_767_225_600_000;
+
+impl Ctx {
+    /// Wraps a fresh engine for one case.
+    pub fn new(test_engine: TestEngine) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let unique = format!("{}-{n}", std::process::id());
+        let clock = ManualClock::new(START);
+        let services = Services::new(
+            test_engine.engine.clone(),
+            Arc::new(clock.clone()),
+            Limits::default(),
+        );
+        Self {
+            engine: test_engine.engine,
+            services,
+            clock,
+            tenant: TenantId::parse(&format!("t-{unique}")).unwrap_or_else(|e| panic!("{e}")),
+            other_tenant: TenantId::parse(&format!("u-{unique}")).unwrap_or_else(|e| panic!("{e}")),
+            _guard: test_engine.guard,
+        }
+    }
+}
+
+/// Expands to one `#[tokio::test]` per case, each calling the case with a fresh engine from
+/// `$make` (an async function returning [`TestEngine`]).
+#[macro_export]
+macro_rules! engine_suite {
+    ($make:path) => {
+        $crate::engine_suite!(@cases $make;
+            send_receive_delete,
+            visibility_expiry_redelivers_with_counts,
+            change_visibility_extends_and_zero_makes_visible,
+            receipt_handles_stale_invalid_and_idempotent_delete,
+            retention_expires_messages,
+            queue_delay_and_message_delay,
+            deliver_at_schedules_delivery,
+            purge_removes_every_state,
+            delete_queue_removes_messages_and_handles,
+            stats_count_each_state,
+            long_poll_is_woken_by_a_send,
+            long_poll_answers_empty_after_wait,
+            long_poll_returns_a_delayed_message_when_its_delay_ends,
+            put_replaces_config_and_keeps_messages,
+            patch_changes_only_given_fields,
+            list_queues_pages_by_name_with_prefix,
+            tenants_cannot_reach_each_others_queues,
+            max_depth_refuses_excess_sends,
+            batch_entries_fail_alone,
+            peek_changes_nothing,
+            tenant_administration,
+            invalid_input_changes_nothing
+        );
+    };
+    (@cases $make:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let ctx = $crate::Ctx::new($make().await);
+                $crate::cases::$case(ctx).await;
+            }
+        )*
+    };
+}

@@ -1,0 +1,87 @@
+//! The services' error type: a short list of kinds, each of which the gateway maps to exactly
+//! one status and public code.
+
+use sluice_engine::{EngineError, HandleError, SendRejection};
+use thiserror::Error;
+
+/// Why a service call failed.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ServiceError {
+    /// A value is out of range or malformed; `field` names it as the caller wrote it.
+    #[error("{field}: {message}")]
+    Validation {
+        /// The offending field (a JSON path such as `entries[2].body`).
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The queue does not exist (or is another tenant's).
+    #[error("queue not found")]
+    QueueNotFound,
+    /// The tenant does not exist.
+    #[error("tenant not found")]
+    TenantNotFound,
+    /// The request conflicts with the current state.
+    #[error("{0}")]
+    Conflict(String),
+    /// A message is larger than its queue accepts.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// The queue is at its `max_depth`.
+    #[error("queue is full: it holds max_depth messages")]
+    QueueFull,
+    /// A tenant quota would be exceeded.
+    #[error("{0}")]
+    QuotaExceeded(String),
+    /// The receipt handle is not one of this queue's.
+    #[error("receipt handle is not valid for this queue")]
+    ReceiptHandleInvalid,
+    /// The message was delivered again (or deleted) since the handle was issued.
+    #[error("receipt handle is stale: the message was delivered again or deleted")]
+    ReceiptHandleStale,
+    /// The store is unreachable for now.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// An unexpected failure.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ServiceError {
+    /// A validation error naming `field`.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Validation {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<EngineError> for ServiceError {
+    fn from(error: EngineError) -> Self {
+        match error {
+            EngineError::QueueNotFound => Self::QueueNotFound,
+            EngineError::TenantNotFound => Self::TenantNotFound,
+            EngineError::AlreadyExists(what) => Self::Conflict(format!("{what} already exists")),
+            EngineError::Unavailable(why) => Self::Unavailable(why),
+            EngineError::Internal(why) => Self::Internal(why),
+        }
+    }
+}
+
+impl From<HandleError> for ServiceError {
+    fn from(error: HandleError) -> Self {
+        match error {
+            HandleError::Invalid => Self::ReceiptHandleInvalid,
+            HandleError::Stale => Self::ReceiptHandleStale,
+        }
+    }
+}
+
+impl From<SendRejection> for ServiceError {
+    fn from(error: SendRejection) -> Self {
+        match error {
+            SendRejection::QueueFull => Self::QueueFull,
+        }
+    }
+}

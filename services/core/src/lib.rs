@@ -1,0 +1,93 @@
+//! Sluice's protocol-agnostic services: everything between a parsed request and the engine.
+//!
+//! This crate owns request validation (names, ranges, attributes, sizes), the SQS-compatible
+//! MD5s, resolution of delays and defaults from the queue's configuration, long polling, list
+//! pagination and tenant administration. It speaks in domain terms so that the REST gateway and
+//! the later SQS/SNS-compatible front-ends share it; it knows no HTTP type and no concrete engine.
+
+mod error;
+mod md5;
+mod messages;
+mod queues;
+mod tenants;
+mod validate;
+
+pub use error::ServiceError;
+pub use md5::{md5_of_attributes, md5_of_body};
+pub use messages::{
+    BatchFailure, BatchOutcome, ChangeVisibilityEntry, DeleteEntry, MessageView, ReceiveRequest,
+    SendEntry, SendRequest, SendResult,
+};
+pub use queues::{QueueConfigPatch, QueuePage, QueueView};
+pub use tenants::TenantPage;
+pub use validate::{validate_batch_ids, MAX_BATCH_ENTRIES};
+
+use sluice_engine::{Clock, Engine};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Server-wide limits the services enforce.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The largest message (body plus attributes) any queue may accept.
+    pub max_message_bytes: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: 1_048_576,
+        }
+    }
+}
+
+/// The services over one engine and one clock. Cheap to clone.
+#[derive(Clone)]
+pub struct Services {
+    engine: Arc<dyn Engine>,
+    clock: Arc<dyn Clock>,
+    limits: Limits,
+}
+
+impl Services {
+    /// Services over `engine`, taking time from `clock`.
+    pub fn new(engine: Arc<dyn Engine>, clock: Arc<dyn Clock>, limits: Limits) -> Self {
+        Self {
+            engine,
+            clock,
+            limits,
+        }
+    }
+
+    /// The server-wide limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The clock every operation reads "now" from.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Whether the store answers (readiness).
+    pub async fn ready(&self) -> Result<(), ServiceError> {
+        Ok(self.engine.ping().await?)
+    }
+
+    /// Runs retention expiry every `every` until the returned task is aborted. Expiry is
+    /// idempotent, so several gateways running it against one store apply it at most once per
+    /// message.
+    pub fn spawn_expiry(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let services = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let next = services.clock.now() + every.as_millis() as u64;
+                services.clock.sleep_until(next).await;
+                if let Err(error) = services.engine.expire(services.clock.now()).await {
+                    // Logged by the caller's subscriber, if any; the next round retries.
+                    eprintln!("retention expiry failed: {error}");
+                }
+            }
+        })
+    }
+}

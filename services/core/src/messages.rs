@@ -1,0 +1,454 @@
+//! Message operations: send (single and batch), receive with long polling, delete, change
+//! visibility and peek. Resolves per-queue defaults (delay, visibility, wait) and computes the
+//! SQS-compatible digests; the engine stores and delivers.
+
+use crate::md5::{md5_of_attributes, md5_of_body};
+use crate::queues::queue_key;
+use crate::validate::{in_range, validate_attributes, validate_batch_ids, validate_body, validate_token_id};
+use crate::{ServiceError, Services};
+use sluice_engine::{
+    MessageAttribute, MessageState, Millis, NewMessage, QueueConfig, QueueKey, StoredMessage, TenantId,
+};
+use std::collections::BTreeMap;
+
+/// A message to send.
+#[derive(Debug, Clone, Default)]
+pub struct SendRequest {
+    /// Non-empty UTF-8.
+    pub body: String,
+    /// Up to 10 typed attributes.
+    pub attributes: BTreeMap<String, MessageAttribute>,
+    /// 0–900; overrides the queue's delay.
+    pub delay_seconds: Option<u32>,
+    /// RFC 3339; not before this instant (overrides the queue's delay).
+    pub deliver_at: Option<String>,
+    /// Returned on receive; no ordering on standard queues.
+    pub group_id: Option<String>,
+    /// FIFO only.
+    pub deduplication_id: Option<String>,
+}
+
+/// One entry of a send batch.
+#[derive(Debug, Clone)]
+pub struct SendEntry {
+    /// The caller's id, unique in the batch.
+    pub id: String,
+    /// The message.
+    pub message: SendRequest,
+}
+
+/// What a send answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendResult {
+    /// The stored message's id.
+    pub message_id: String,
+    /// MD5 of the body.
+    pub md5_of_body: String,
+    /// MD5 of the attributes, when there are any.
+    pub md5_of_attributes: Option<String>,
+    /// FIFO only.
+    pub sequence_number: Option<String>,
+    /// A FIFO deduplication hit.
+    pub duplicate: bool,
+}
+
+/// A receive request; `None` takes the queue's default.
+#[derive(Debug, Clone, Default)]
+pub struct ReceiveRequest {
+    /// 1–10 (default 1).
+    pub max_messages: Option<u32>,
+    /// 0–43200.
+    pub visibility_timeout_seconds: Option<u32>,
+    /// 0–20.
+    pub wait_seconds: Option<u32>,
+    /// FIFO retries; accepted and ignored on standard queues, as SQS does.
+    pub request_attempt_id: Option<String>,
+}
+
+/// One entry of a delete batch.
+#[derive(Debug, Clone)]
+pub struct DeleteEntry {
+    /// The caller's id.
+    pub id: String,
+    /// The handle.
+    pub receipt_handle: String,
+}
+
+/// One entry of a change-visibility batch.
+#[derive(Debug, Clone)]
+pub struct ChangeVisibilityEntry {
+    /// The caller's id.
+    pub id: String,
+    /// The handle.
+    pub receipt_handle: String,
+    /// 0–43200.
+    pub visibility_timeout_seconds: u32,
+}
+
+/// One failed batch entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchFailure {
+    /// The caller's id.
+    pub id: String,
+    /// Why it failed.
+    pub error: ServiceError,
+}
+
+/// A batch answer: each entry succeeded or failed on its own.
+#[derive(Debug, Clone)]
+pub struct BatchOutcome<T> {
+    /// Entries that succeeded, with their results.
+    pub successful: Vec<(String, T)>,
+    /// Entries that failed.
+    pub failed: Vec<BatchFailure>,
+}
+
+/// A message as receive and peek answer it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageView {
+    /// The id.
+    pub message_id: String,
+    /// Present on receive, absent on peek.
+    pub receipt_handle: Option<String>,
+    /// The body.
+    pub body: String,
+    /// MD5 of the body.
+    pub md5_of_body: String,
+    /// The attributes.
+    pub attributes: BTreeMap<String, MessageAttribute>,
+    /// MD5 of the attributes, when there are any.
+    pub md5_of_attributes: Option<String>,
+    /// When it was sent.
+    pub sent_at: Millis,
+    /// Deliveries so far.
+    pub receive_count: u32,
+    /// First delivery.
+    pub first_received_at: Option<Millis>,
+    /// The caller's group id.
+    pub group_id: Option<String>,
+}
+
+impl MessageView {
+    fn new(message: StoredMessage, receipt_handle: Option<String>) -> Self {
+        Self {
+            md5_of_body: md5_of_body(&message.body),
+            md5_of_attributes: md5_of_attributes(&message.attributes),
+            message_id: message.message_id,
+            receipt_handle,
+            body: message.body,
+            attributes: message.attributes,
+            sent_at: message.sent_at,
+            receive_count: message.receive_count,
+            first_received_at: message.first_received_at,
+            group_id: message.group_id,
+        }
+    }
+}
+
+fn parse_rfc3339(field: &str, text: &str) -> Result<Millis, ServiceError> {
+    let parsed = chrono::DateTime::parse_from_rfc3339(text)
+        .map_err(|e| ServiceError::invalid(field, format!("must be an RFC 3339 time: {e}")))?;
+    Ok(u64::try_from(parsed.timestamp_millis()).unwrap_or(0))
+}
+
+impl Services {
+    async fn config_of(&self, key: &QueueKey) -> Result<QueueConfig, ServiceError> {
+        self.engine.queue_config(key).await?.ok_or(ServiceError::QueueNotFound)
+    }
+
+    /// Checks one message against the queue's rules and turns it into what the engine stores.
+    fn prepare(
+        &self,
+        field: &str,
+        config: &QueueConfig,
+        request: SendRequest,
+        now: Millis,
+    ) -> Result<NewMessage, ServiceError> {
+        let at = |name: &str| {
+            if field.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{field}.{name}")
+            }
+        };
+        validate_body(&at("body"), &request.body)?;
+        let attribute_bytes = validate_attributes(&at("attributes"), &request.attributes)?;
+        if request.deduplication_id.is_some() {
+            return Err(ServiceError::invalid(
+                at("deduplication_id"),
+                "applies to FIFO queues only",
+            ));
+        }
+        if let Some(group_id) = &request.group_id {
+            validate_token_id(&at("group_id"), group_id)?;
+        }
+        let retention_ms = u64::from(config.message_retention_seconds) * 1000;
+        let visible_at = match (request.delay_seconds, &request.deliver_at) {
+            (Some(_), Some(_)) => {
+                return Err(ServiceError::invalid(
+                    at("deliver_at"),
+                    "cannot be combined with delay_seconds",
+                ))
+            }
+            (Some(delay), None) => {
+                in_range(&at("delay_seconds"), delay.into(), 0, 900)?;
+                now + u64::from(delay) * 1000
+            }
+            (None, Some(text)) => {
+                let when = parse_rfc3339(&at("deliver_at"), text)?;
+                if when > now + retention_ms {
+                    return Err(ServiceError::invalid(
+                        at("deliver_at"),
+                        "lies beyond the queue's message retention period",
+                    ));
+                }
+                when.max(now)
+            }
+            (None, None) => now + u64::from(config.delay_seconds) * 1000,
+        };
+        let size = request.body.len() + attribute_bytes;
+        if size > config.max_message_bytes as usize {
+            return Err(ServiceError::PayloadTooLarge(format!(
+                "{}: the message is {size} bytes (body plus attributes); this queue accepts at most {}",
+                at("body"),
+                config.max_message_bytes
+            )));
+        }
+        Ok(NewMessage {
+            message_id: uuid::Uuid::new_v4().to_string(),
+            body: request.body,
+            attributes: request.attributes,
+            visible_at,
+            group_id: request.group_id,
+        })
+    }
+
+    fn send_result(message: &NewMessage) -> SendResult {
+        SendResult {
+            message_id: message.message_id.clone(),
+            md5_of_body: md5_of_body(&message.body),
+            md5_of_attributes: md5_of_attributes(&message.attributes),
+            sequence_number: None,
+            duplicate: false,
+        }
+    }
+
+    /// Sends one message; answers once it is durable.
+    pub async fn send(
+        &self,
+        tenant: &TenantId,
+        queue: &str,
+        request: SendRequest,
+    ) -> Result<SendResult, ServiceError> {
+        let key = queue_key(tenant, queue)?;
+        let config = self.config_of(&key).await?;
+        let now = self.clock.now();
+        let message = self.prepare("", &config, request, now)?;
+        let result = Self::send_result(&message);
+        let mut answers = self.engine.send(&key, vec![message], now).await?;
+        match answers.pop() {
+            Some(Ok(_)) => Ok(result),
+            Some(Err(rejection)) => Err(rejection.into()),
+            None => Err(ServiceError::Internal("engine answered no result for a send".into())),
+        }
+    }
+
+    /// Sends up to ten messages; each entry succeeds or fails on its own. Malformed or
+    /// duplicate entry ids fail the whole batch.
+    pub async fn send_batch(
+        &self,
+        tenant: &TenantId,
+        queue: &str,
+        entries: Vec<SendEntry>,
+    ) -> Result<BatchOutcome<SendResult>, ServiceError> {
+        validate_batch_ids(entries.iter().map(|e| e.id.as_str()))?;
+        let key = queue_key(tenant, queue)?;
+        let config = self.config_of(&key).await?;
+        let now = self.clock.now();
+        let mut failed = Vec::new();
+        let mut accepted = Vec::new();
+        for (index, entry) in entries.into_iter().enumerate() {
+            match self.prepare(&format!("entries[{index}]"), &config, entry.message, now) {
+                Ok(message) => accepted.push((entry.id, message)),
+                Err(error) => failed.push(BatchFailure { id: entry.id, error }),
+            }
+        }
+        let mut successful = Vec::new();
+        if !accepted.is_empty() {
+            let results: Vec<SendResult> = accepted.iter().map(|(_, m)| Self::send_result(m)).collect();
+            let (ids, messages): (Vec<String>, Vec<NewMessage>) = accepted.into_iter().unzip();
+            let answers = self.engine.send(&key, messages, now).await?;
+            for ((id, result), answer) in ids.into_iter().zip(results).zip(answers) {
+                match answer {
+                    Ok(_) => successful.push((id, result)),
+                    Err(rejection) => failed.push(BatchFailure { id, error: rejection.into() }),
+                }
+            }
+        }
+        Ok(BatchOutcome { successful, failed })
+    }
+
+    /// Receives up to `max_messages`, waiting up to `wait_seconds` (long poll) for one to
+    /// become receivable. The wait is woken by a send to the queue or by the moment a delayed
+    /// or in-flight message becomes visible, never by polling.
+    pub async fn receive(
+        &self,
+        tenant: &TenantId,
+        queue: &str,
+        request: ReceiveRequest,
+    ) -> Result<Vec<MessageView>, ServiceError> {
+        let key = queue_key(tenant, queue)?;
+        let config = self.config_of(&key).await?;
+        let max = request.max_messages.unwrap_or(1);
+        in_range("max_messages", max.into(), 1, 10)?;
+        let visibility = request.visibility_timeout_seconds.unwrap_or(config.visibility_timeout_seconds);
+        in_range("visibility_timeout_seconds", visibility.into(), 0, 43_200)?;
+        let wait = request.wait_seconds.unwrap_or(config.receive_wait_seconds);
+        in_range("wait_seconds", wait.into(), 0, 20)?;
+        if let Some(attempt) = &request.request_attempt_id {
+            validate_token_id("request_attempt_id", attempt)?;
+        }
+        let deadline = self.clock.now() + u64::from(wait) * 1000;
+        loop {
+            // Listen before looking, so a send between the look and the wait still wakes us.
+            let mut listener = self.engine.listen(&key).await?;
+            let outcome = self.engine.receive(&key, max as usize, visibility, self.clock.now()).await?;
+            if !outcome.messages.is_empty() || self.clock.now() >= deadline {
+                return Ok(outcome
+                    .messages
+                    .into_iter()
+                    .map(|m| MessageView::new(m.message, Some(m.receipt_handle)))
+                    .collect());
+            }
+            let wake_at = outcome.next_visible_at.map_or(deadline, |at| at.min(deadline));
+            tokio::select! {
+                _ = listener.changed() => {}
+                _ = self.clock.sleep_until(wake_at) => {}
+            }
+        }
+    }
+
+    /// Deletes one message by receipt handle.
+    pub async fn delete_message(
+        &self,
+        tenant: &TenantId,
+        queue: &str,
+        receipt_handle: &str,
+    ) -> Result<(), ServiceError> {
+        let key = queue_key(tenant, queue)?;
+        self.config_of(&key).await?;
+        let mut answers = self
+            .engine
+            .delete(&key, &[receipt_handle.to_owned()], self.clock.now())
+            .await?;
+        match answers.pop() {
+            Some(answer) => Ok(answer?),
+            None => Err(ServiceError::Internal("engine answered no result for a delete".into())),
+        }
+    }
+
+    /// Deletes up to ten messages; each entry succeeds or fails on its own.
+    pub async fn delete_batch(
+        &self,
+        tenant: &TenantId,
+        queue: &str,
+        entries: Vec<DeleteEntry>,
+    ) -> Result<BatchOutcome<()>, ServiceError> {
+        validate_batch_ids(entries.iter().map(|e| e.id.as_str()))?;
+        let key = queue_key(tenant, queue)?;
+        self.config_of(&key).await?;
+        let handles: Vec<String> = entries.iter().map(|e| e.receipt_handle.clone()).collect();
+        let answers = self.engine.delete(&key, &handles, self.clock.now()).await?;
+        Ok(split_outcome(entries.into_iter().map(|e| e.id), answers))
+    }
+
+    /// Changes one message's visibility timeout (0 makes it visible now).
+    pub async fn change_visibility(
+        &self,
+        tenant: &TenantId,
+        queue: &str,
+        receipt_handle: &str,
+        visibility_timeout_seconds: u32,
+    ) -> Result<(), ServiceError> {
+        in_range("visibility_timeout_seconds", visibility_timeout_seconds.into(), 0, 43_200)?;
+        let key = queue_key(tenant, queue)?;
+        self.config_of(&key).await?;
+        let mut answers = self
+            .engine
+            .change_visibility(
+                &key,
+                &[(receipt_handle.to_owned(), visibility_timeout_seconds)],
+                self.clock.now(),
+            )
+            .await?;
+        match answers.pop() {
+            Some(answer) => Ok(answer?),
+            None => Err(ServiceError::Internal("engine answered no result for a visibility change".into())),
+        }
+    }
+
+    /// Changes up to ten messages' visibility; each entry succeeds or fails on its own.
+    pub async fn change_visibility_batch(
+        &self,
+        tenant: &TenantId,
+        queue: &str,
+        entries: Vec<ChangeVisibilityEntry>,
+    ) -> Result<BatchOutcome<()>, ServiceError> {
+        validate_batch_ids(entries.iter().map(|e| e.id.as_str()))?;
+        let key = queue_key(tenant, queue)?;
+        self.config_of(&key).await?;
+        let mut failed = Vec::new();
+        let mut valid = Vec::new();
+        for (index, entry) in entries.into_iter().enumerate() {
+            let field = format!("entries[{index}].visibility_timeout_seconds");
+            match in_range(&field, entry.visibility_timeout_seconds.into(), 0, 43_200) {
+                Ok(()) => valid.push(entry),
+                Err(error) => failed.push(BatchFailure { id: entry.id, error }),
+            }
+        }
+        let changes: Vec<(String, u32)> = valid
+            .iter()
+            .map(|e| (e.receipt_handle.clone(), e.visibility_timeout_seconds))
+            .collect();
+        let answers = if changes.is_empty() {
+            Vec::new()
+        } else {
+            self.engine.change_visibility(&key, &changes, self.clock.now()).await?
+        };
+        let mut outcome = split_outcome(valid.into_iter().map(|e| e.id), answers);
+        outcome.failed.extend(failed);
+        Ok(outcome)
+    }
+
+    /// Up to `limit` (default 10, at most 100) messages in `state`, changing nothing.
+    pub async fn peek(
+        &self,
+        tenant: &TenantId,
+        queue: &str,
+        state: MessageState,
+        limit: Option<u32>,
+    ) -> Result<Vec<MessageView>, ServiceError> {
+        let limit = limit.unwrap_or(10);
+        in_range("limit", limit.into(), 1, 100)?;
+        let key = queue_key(tenant, queue)?;
+        let messages = self.engine.peek(&key, state, limit as usize, self.clock.now()).await?;
+        Ok(messages.into_iter().map(|m| MessageView::new(m, None)).collect())
+    }
+}
+
+fn split_outcome(
+    ids: impl Iterator<Item = String>,
+    answers: Vec<Result<(), sluice_engine::HandleError>>,
+) -> BatchOutcome<()> {
+    let mut outcome = BatchOutcome {
+        successful: Vec::new(),
+        failed: Vec::new(),
+    };
+    for (id, answer) in ids.zip(answers) {
+        match answer {
+            Ok(()) => outcome.successful.push((id, ())),
+            Err(error) => outcome.failed.push(BatchFailure { id, error: error.into() }),
+        }
+    }
+    outcome
+}

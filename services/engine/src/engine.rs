@@ -1,0 +1,151 @@
+//! The [`Engine`] trait: the atomic queue operations every storage engine implements, and the
+//! semantics each must honour (checked by the `sluice-conformance` suite).
+
+use crate::{
+    EngineError, HandleError, MessageState, Millis, NewMessage, QueueConfig, QueueInfo, QueueKey,
+    QueueName, ReceiveOutcome, SendRejection, SentMessage, StoredMessage, TenantId, TenantRecord,
+};
+use async_trait::async_trait;
+
+/// Wakes a long poll when something may have become receivable in one queue.
+///
+/// Created before a receive attempt, it fires for any send (or visibility reset) that happens
+/// after its creation, so a send racing with the attempt is never missed.
+#[derive(Debug)]
+pub struct QueueListener(tokio::sync::watch::Receiver<u64>);
+
+impl QueueListener {
+    /// Wraps the receiving side of a queue's change counter.
+    pub fn new(rx: tokio::sync::watch::Receiver<u64>) -> Self {
+        Self(rx)
+    }
+
+    /// Completes on the next change after creation (or the previous call). Also completes if
+    /// the queue went away, so the waiter looks again and finds out.
+    pub async fn changed(&mut self) {
+        let _ = self.0.changed().await;
+    }
+}
+
+/// Atomic queue operations over one store.
+///
+/// Every engine honours these rules; the conformance suite checks each of them:
+///
+/// * **Time** comes from the caller (`now`), never from the engine's own clock.
+/// * **Durability**: `send`, `delete`, `purge`, queue and tenant changes return only once
+///   durable in the engine's documented sense. Receive bookkeeping (visibility, receive counts)
+///   may be lost in a crash of the store; such messages become visible again.
+/// * **Visibility**: a message is receivable when `now >= visible_at` and it has not expired
+///   (`now < sent_at + retention`). A receive hides it until `now + visibility_timeout`, counts
+///   the delivery and issues a new receipt handle; the previous handle becomes stale.
+/// * **Handles**: a handle from another queue (or another incarnation of the same name) is
+///   [`HandleError::Invalid`]; one from an earlier delivery is [`HandleError::Stale`]. Deleting
+///   an already deleted message with its latest handle succeeds; changing its visibility is
+///   `Stale`. A handle stays usable after its visibility timeout until the next delivery.
+/// * **Isolation**: queues are identified by `(tenant, name)`; nothing one tenant names can
+///   reach another tenant's queue.
+#[async_trait]
+pub trait Engine: Send + Sync + 'static {
+    /// Reachability check for readiness probes.
+    async fn ping(&self) -> Result<(), EngineError>;
+
+    /// Records that a tenant exists (named by a valid token) unless it already does.
+    async fn ensure_tenant(&self, id: &TenantId, now: Millis) -> Result<(), EngineError>;
+    /// Creates a tenant; [`EngineError::AlreadyExists`] if it exists.
+    async fn create_tenant(&self, record: TenantRecord) -> Result<(), EngineError>;
+    /// Replaces a tenant's record; [`EngineError::TenantNotFound`] if absent.
+    async fn update_tenant(&self, record: TenantRecord) -> Result<(), EngineError>;
+    /// One tenant.
+    async fn get_tenant(&self, id: &TenantId) -> Result<Option<TenantRecord>, EngineError>;
+    /// Tenants ordered by id, strictly after `after`, at most `limit`.
+    async fn list_tenants(
+        &self,
+        after: Option<&TenantId>,
+        limit: usize,
+    ) -> Result<Vec<TenantRecord>, EngineError>;
+    /// Deletes a tenant with all its queues and messages; `false` if it did not exist.
+    async fn delete_tenant(&self, id: &TenantId) -> Result<bool, EngineError>;
+
+    /// Creates the queue or replaces its configuration, keeping `created_at` and its messages.
+    /// Answers the queue and whether it was created.
+    async fn put_queue(
+        &self,
+        key: &QueueKey,
+        config: QueueConfig,
+        now: Millis,
+    ) -> Result<(QueueInfo, bool), EngineError>;
+    /// One queue with its stats at `now`.
+    async fn get_queue(&self, key: &QueueKey, now: Millis)
+        -> Result<Option<QueueInfo>, EngineError>;
+    /// A queue's configuration alone: the cheap lookup the send and receive paths make.
+    async fn queue_config(&self, key: &QueueKey) -> Result<Option<QueueConfig>, EngineError> {
+        Ok(self.get_queue(key, 0).await?.map(|queue| queue.config))
+    }
+    /// A tenant's queues ordered by name, whose names start with `prefix` and sort strictly
+    /// after `after`, at most `limit`, with stats at `now`.
+    async fn list_queues(
+        &self,
+        tenant: &TenantId,
+        prefix: &str,
+        after: Option<&QueueName>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<Vec<QueueInfo>, EngineError>;
+    /// How many queues a tenant owns.
+    async fn count_queues(&self, tenant: &TenantId) -> Result<u64, EngineError>;
+    /// Deletes a queue and its messages; `false` if it did not exist.
+    async fn delete_queue(&self, key: &QueueKey) -> Result<bool, EngineError>;
+    /// Removes every message (visible, in flight, delayed).
+    async fn purge(&self, key: &QueueKey) -> Result<(), EngineError>;
+
+    /// Stores messages durably. One answer per message, in order: each is accepted or refused
+    /// on its own (a full queue refuses the excess).
+    async fn send(
+        &self,
+        key: &QueueKey,
+        messages: Vec<NewMessage>,
+        now: Millis,
+    ) -> Result<Vec<Result<SentMessage, SendRejection>>, EngineError>;
+
+    /// Delivers up to `max_messages` receivable messages, hiding each for
+    /// `visibility_timeout_seconds`. Never waits.
+    async fn receive(
+        &self,
+        key: &QueueKey,
+        max_messages: usize,
+        visibility_timeout_seconds: u32,
+        now: Millis,
+    ) -> Result<ReceiveOutcome, EngineError>;
+
+    /// Deletes messages by receipt handle, durably. One answer per handle, in order.
+    async fn delete(
+        &self,
+        key: &QueueKey,
+        handles: &[String],
+        now: Millis,
+    ) -> Result<Vec<Result<(), HandleError>>, EngineError>;
+
+    /// Makes each message receivable `timeout_seconds` after `now` (0: at once). One answer per
+    /// entry, in order.
+    async fn change_visibility(
+        &self,
+        key: &QueueKey,
+        entries: &[(String, u32)],
+        now: Millis,
+    ) -> Result<Vec<Result<(), HandleError>>, EngineError>;
+
+    /// Up to `limit` messages in `state`, oldest first, changing nothing.
+    async fn peek(
+        &self,
+        key: &QueueKey,
+        state: MessageState,
+        limit: usize,
+        now: Millis,
+    ) -> Result<Vec<StoredMessage>, EngineError>;
+
+    /// A listener that fires when a message may have become receivable in the queue.
+    async fn listen(&self, key: &QueueKey) -> Result<QueueListener, EngineError>;
+
+    /// Removes, durably, every message whose retention has ended by `now`. Answers how many.
+    async fn expire(&self, now: Millis) -> Result<u64, EngineError>;
+}

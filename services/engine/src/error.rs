@@ -1,0 +1,43 @@
+//! What can go wrong below the services, classified so the gateway can map each kind to one
+//! status without looking inside.
+
+use thiserror::Error;
+
+/// An operation on the store failed as a whole.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum EngineError {
+    /// The queue does not exist for this tenant (or belongs to another tenant).
+    #[error("queue not found")]
+    QueueNotFound,
+    /// The tenant does not exist.
+    #[error("tenant not found")]
+    TenantNotFound,
+    /// A create met an existing resource.
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    /// The store cannot be reached or refuses work for now; retrying later may succeed.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The store failed in a way a retry will not fix.
+    #[error("store failure: {0}")]
+    Internal(String),
+}
+
+/// Why one message of a send batch was refused while the others may have been accepted.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum SendRejection {
+    /// The queue holds `max_depth` messages already.
+    #[error("queue is full")]
+    QueueFull,
+}
+
+/// Why a receipt handle could not be used.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum HandleError {
+    /// Not a handle this queue issued (garbled, or from another queue).
+    #[error("receipt handle is not valid for this queue")]
+    Invalid,
+    /// The message has been delivered again since this handle was issued, or is gone.
+    #[error("receipt handle is stale: the message was delivered again or deleted")]
+    Stale,
+}

@@ -1,0 +1,23 @@
+//! The contract between Sluice's services and its storage engines.
+//!
+//! This crate owns the [`Engine`] trait (atomic queue operations), the domain types it speaks in
+//! ([`TenantId`], [`QueueName`], [`QueueConfig`], messages, receipt handles) and the injectable
+//! [`Clock`]. It knows no concrete store and no HTTP type: engines depend on it, services call
+//! through it, and the gateway picks an implementation at start-up.
+
+mod clock;
+mod engine;
+mod error;
+mod handle;
+mod names;
+mod types;
+
+pub use clock::{Clock, ManualClock, Millis, SystemClock};
+pub use engine::{Engine, QueueListener};
+pub use error::{EngineError, HandleError, SendRejection};
+pub use handle::ReceiptHandle;
+pub use names::{NameError, QueueKey, QueueName, TenantId};
+pub use types::{
+    MessageAttribute, MessageState, NewMessage, QueueConfig, QueueInfo, QueueStats, Quotas,
+    ReceiveOutcome, ReceivedMessage, SentMessage, StoredMessage, TenantRecord,
+};

@@ -1,0 +1,181 @@
+//! The records engines store and return. Times are [`Millis`]; validation of values (ranges,
+//! sizes, attribute syntax) happens in the services before anything reaches an engine.
+
+use crate::{Millis, QueueName, TenantId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A queue's configuration with every default filled in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueConfig {
+    /// How long a received message stays hidden (0–43200 s).
+    pub visibility_timeout_seconds: u32,
+    /// How long a message is kept before it expires (60–1209600 s).
+    pub message_retention_seconds: u32,
+    /// Delay applied to every message that names no delay of its own (0–900 s).
+    pub delay_seconds: u32,
+    /// Default long-poll wait of a receive (0–20 s).
+    pub receive_wait_seconds: u32,
+    /// Largest message accepted, body plus attributes.
+    pub max_message_bytes: u32,
+    /// Sends past this many stored messages are refused; `None` is unbounded.
+    pub max_depth: Option<u64>,
+    /// Free-form labels.
+    pub tags: BTreeMap<String, String>,
+}
+
+impl QueueConfig {
+    /// SQS's defaults, with `max_message_bytes` capped by the server's maximum.
+    pub fn with_defaults(server_max_message_bytes: u32) -> Self {
+        Self {
+            visibility_timeout_seconds: 30,
+            message_retention_seconds: 345_600,
+            delay_seconds: 0,
+            receive_wait_seconds: 0,
+            max_message_bytes: server_max_message_bytes.min(1_048_576),
+            max_depth: None,
+            tags: BTreeMap::new(),
+        }
+    }
+}
+
+/// Counts of a queue's messages at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueStats {
+    /// Receivable now.
+    pub visible: u64,
+    /// Received and neither deleted nor visible again yet.
+    pub in_flight: u64,
+    /// Sent but not receivable before their delay ends.
+    pub delayed: u64,
+    /// When the oldest message still stored was sent.
+    pub oldest_sent_at: Option<Millis>,
+}
+
+/// A queue as the engine knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueInfo {
+    /// The owner.
+    pub tenant: TenantId,
+    /// The name.
+    pub name: QueueName,
+    /// The configuration in force.
+    pub config: QueueConfig,
+    /// When the name was first created (kept across configuration replacements).
+    pub created_at: Millis,
+    /// When the configuration last changed.
+    pub updated_at: Millis,
+    /// Counts at the `now` the caller passed in.
+    pub stats: QueueStats,
+}
+
+/// One typed message attribute, as sent. Binary values stay in their base64 text form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageAttribute {
+    /// `String`, `Number` or `Binary`, optionally with a `.custom` suffix.
+    pub data_type: String,
+    /// The value as text (base64 for `Binary`).
+    pub value: String,
+}
+
+/// A message the services have validated and want stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewMessage {
+    /// Globally unique id chosen by the services.
+    pub message_id: String,
+    /// The UTF-8 body.
+    pub body: String,
+    /// Typed attributes by name.
+    pub attributes: BTreeMap<String, MessageAttribute>,
+    /// Not receivable before this instant (send time when there is no delay).
+    pub visible_at: Millis,
+    /// Caller's group id (standard queues: returned, no ordering implied).
+    pub group_id: Option<String>,
+}
+
+/// What the engine answers for one accepted message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentMessage {
+    /// The id the message was stored under.
+    pub message_id: String,
+    /// The message's position in its queue (strictly increasing per queue incarnation).
+    pub seq: u64,
+}
+
+/// A stored message with its delivery bookkeeping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredMessage {
+    /// The id given at send.
+    pub message_id: String,
+    /// The body.
+    pub body: String,
+    /// The attributes.
+    pub attributes: BTreeMap<String, MessageAttribute>,
+    /// When it was accepted.
+    pub sent_at: Millis,
+    /// Deliveries so far, this one included when returned by a receive.
+    pub receive_count: u32,
+    /// When it was first delivered.
+    pub first_received_at: Option<Millis>,
+    /// The caller's group id.
+    pub group_id: Option<String>,
+    /// The message's position in its queue.
+    pub seq: u64,
+}
+
+/// One delivery: the message and the handle that names this delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedMessage {
+    /// The message, with counts that include this delivery.
+    pub message: StoredMessage,
+    /// The handle to delete or change visibility with.
+    pub receipt_handle: String,
+}
+
+/// The answer of one receive attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReceiveOutcome {
+    /// Up to the requested number of deliveries.
+    pub messages: Vec<ReceivedMessage>,
+    /// When some message not receivable now will become receivable (a delay or visibility
+    /// timeout ending), so a long poll knows when to look again without polling.
+    pub next_visible_at: Option<Millis>,
+}
+
+/// The three states a stored message can be in, as peek names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageState {
+    /// Receivable now.
+    Visible,
+    /// Received, hidden until its visibility timeout ends.
+    InFlight,
+    /// Never received, hidden until its delay ends.
+    Delayed,
+}
+
+/// Per-tenant limits; `None` means unlimited.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quotas {
+    /// Most queues the tenant may own.
+    pub max_queues: Option<u64>,
+    /// Most topics the tenant may own.
+    pub max_topics: Option<u64>,
+    /// Sustained request rate.
+    pub requests_per_second: Option<u64>,
+    /// Requests allowed above the sustained rate in a burst.
+    pub burst: Option<u64>,
+    /// Most bytes of messages the tenant may store.
+    pub max_stored_bytes: Option<u64>,
+}
+
+/// A tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantRecord {
+    /// The id.
+    pub id: TenantId,
+    /// Its limits.
+    pub quotas: Quotas,
+    /// When it was created (or first named by a token).
+    pub created_at: Millis,
+}
