@@ -28,6 +28,7 @@ use utoipa_swagger_ui::SwaggerUi;
         admin::delete_tenant, admin::mint_token,
         ops::healthz, ops::readyz,
     ),
+    components(schemas(crate::dto::PeekState)),
     modifiers(&BearerAuth),
     tags(
         (name = "queues", description = "Create, configure, list, purge and delete queues"),

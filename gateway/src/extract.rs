@@ -88,19 +88,20 @@ where
 /// Syntax errors are `MalformedRequest`; well-formed JSON of the wrong shape is a
 /// `ValidationError` naming the field by its path.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-        let path = error.path().to_string();
-        let inner = error.into_inner();
-        match inner.classify() {
-            serde_json::error::Category::Data => validation_error(&path, &inner.to_string()),
-            _ => ApiError::Malformed(format!("the body is not valid JSON: {inner}")),
-        }
-    })?;
-    deserializer
-        .end()
+    // Parsing to a value first tells malformed JSON from JSON of the wrong shape even where
+    // serde would stop at a type error before reaching the syntax error.
+    let value: serde_json::Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::Malformed(format!("the body is not valid JSON: {e}")))?;
-    Ok(value)
+    if !value.is_object() {
+        return Err(ApiError::Service(sluice_services::ServiceError::invalid(
+            "body",
+            "must be a JSON object",
+        )));
+    }
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let path = error.path().to_string();
+        validation_error(&path, &error.into_inner().to_string())
+    })
 }
 
 /// Builds a validation error whose field is the JSON path, completed with the field serde

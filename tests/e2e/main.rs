@@ -1,1 +1,10 @@
-fn main(){}
+//! Black-box end-to-end tests: each starts the real `sluice` binary on a free port with its
+//! own data folder and talks to it over HTTP, as a user would.
+
+mod admin_and_auth;
+mod bad_input;
+mod config;
+mod harness;
+mod openapi;
+mod queues_and_messages;
+mod restart;

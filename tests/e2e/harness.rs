@@ -1,0 +1,148 @@
+//! Starts and stops `sluice` processes for the tests and mints their tokens.
+
+use jsonwebtoken::{EncodingKey, Header};
+use reqwest::{Client, Method, RequestBuilder, Response};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub const SECRET: &str = "e2e-test-secret-that-is-long-enough-0123456789";
+pub const ALL_TENANT_SCOPES: &str = "queues:manage messages:send messages:consume topics:manage topics:publish";
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_sluice")
+}
+
+pub fn now_seconds() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// A running `sluice serve`; killed on drop.
+pub struct Server {
+    pub base: String,
+    pub child: Child,
+    pub client: Client,
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    /// A server with a shared secret in a fresh data folder.
+    pub fn start() -> Server {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().to_path_buf();
+        let mut server = Server::start_in(&dir, &["--jwt-secret", SECRET]);
+        server._temp = Some(temp);
+        server
+    }
+
+    /// A server on `data_dir` with extra flags.
+    pub fn start_in(data_dir: &Path, extra: &[&str]) -> Server {
+        let mut command = Command::new(binary());
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .args(extra)
+            .env_remove("SLUICE_CONFIG")
+            .env("SLUICE_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        Server::spawn(command)
+    }
+
+    /// Runs `command` (a `sluice serve`) and waits for its listening line.
+    pub fn spawn(mut command: Command) -> Server {
+        let mut child = command.spawn().expect("sluice starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next().expect("a listening line").unwrap();
+        let base = first
+            .strip_prefix("sluice listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_owned();
+        // Keep draining stdout so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server {
+            base,
+            child,
+            client: Client::builder().timeout(Duration::from_secs(30)).build().unwrap(),
+            _temp: None,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A request with `token` as bearer.
+    pub fn request(&self, method: Method, path: &str, token: &str) -> RequestBuilder {
+        self.client
+            .request(method, self.url(path))
+            .header("authorization", format!("Bearer {token}"))
+    }
+
+    /// Sends `method path` with an optional JSON body; answers status and parsed JSON (Null
+    /// for empty bodies).
+    pub async fn call(&self, method: Method, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
+        let mut request = self.request(method, path, token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        decode(request.send().await.unwrap()).await
+    }
+
+    /// SIGKILL: no chance to flush or shut down.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub async fn decode(response: Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let value = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    };
+    (status, value)
+}
+
+/// An HS256 token signed with [`SECRET`].
+pub fn token(tenant: Option<&str>, scopes: &str) -> String {
+    token_with(tenant, scopes, now_seconds() + 3600, SECRET)
+}
+
+pub fn token_with(tenant: Option<&str>, scopes: &str, exp: u64, secret: &str) -> String {
+    let mut claims = json!({"scope": scopes, "exp": exp});
+    if let Some(tenant) = tenant {
+        claims["tenant"] = json!(tenant);
+    }
+    jsonwebtoken::encode(
+        &Header::default(),
+        &claims,
+        &EncodingKey::from_secret(secret.as_bytes()).unwrap(),
+    )
+    .unwrap()
+}
+
+/// A token with every tenant scope for `tenant`.
+pub fn tenant_token(tenant: &str) -> String {
+    token(Some(tenant), ALL_TENANT_SCOPES)
+}
+
+/// Asserts an error answer: status, code, and that the request id is present.
+#[track_caller]
+pub fn assert_error(answer: &(u16, Value), status: u16, code: &str) {
+    assert_eq!(answer.0, status, "{}", answer.1);
+    assert_eq!(answer.1["error"]["code"], code, "{}", answer.1);
+    assert!(answer.1["error"]["request_id"].as_str().is_some_and(|id| !id.is_empty()));
+}
