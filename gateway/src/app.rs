@@ -68,19 +68,39 @@ pub fn router(state: AppState) -> Router {
                 .delete(queues::delete_queue),
         )
         .route("/v1/queues/{queue}/purge", post(queues::purge_queue))
-        .route("/v1/queues/{queue}/messages", post(messages::send).get(messages::peek))
-        .route("/v1/queues/{queue}/messages/batch", post(messages::send_batch))
-        .route("/v1/queues/{queue}/messages/receive", post(messages::receive))
-        .route("/v1/queues/{queue}/messages/delete", post(messages::delete_batch))
-        .route("/v1/queues/{queue}/messages/visibility", post(messages::change_visibility_batch))
+        .route(
+            "/v1/queues/{queue}/messages",
+            post(messages::send).get(messages::peek),
+        )
+        .route(
+            "/v1/queues/{queue}/messages/batch",
+            post(messages::send_batch),
+        )
+        .route(
+            "/v1/queues/{queue}/messages/receive",
+            post(messages::receive),
+        )
+        .route(
+            "/v1/queues/{queue}/messages/delete",
+            post(messages::delete_batch),
+        )
+        .route(
+            "/v1/queues/{queue}/messages/visibility",
+            post(messages::change_visibility_batch),
+        )
         .route(
             "/v1/queues/{queue}/messages/{receipt_handle}",
             axum::routing::delete(messages::delete_message).patch(messages::change_visibility),
         )
-        .route("/v1/admin/tenants", post(admin::create_tenant).get(admin::list_tenants))
+        .route(
+            "/v1/admin/tenants",
+            post(admin::create_tenant).get(admin::list_tenants),
+        )
         .route(
             "/v1/admin/tenants/{id}",
-            get(admin::get_tenant).patch(admin::update_tenant).delete(admin::delete_tenant),
+            get(admin::get_tenant)
+                .patch(admin::update_tenant)
+                .delete(admin::delete_tenant),
         )
         .route("/v1/admin/tenants/{id}/tokens", post(admin::mint_token))
         .route("/healthz", get(ops::healthz))

@@ -127,7 +127,9 @@ impl Auth {
                     Algorithm::ES256 => DecodingKey::from_ec_pem(&pem),
                     other => return Err(format!("jwt_algorithm: {other:?} is not supported")),
                 }
-                .map_err(|e| format!("jwt_public_key: not a {algorithm:?} public key in PEM: {e}"))?;
+                .map_err(|e| {
+                    format!("jwt_public_key: not a {algorithm:?} public key in PEM: {e}")
+                })?;
                 (algorithm, decoding, None)
             }
         };
@@ -179,7 +181,11 @@ impl Auth {
             .ok_or("this server verifies tokens with a public key and cannot mint them")?;
         let claims = Claims {
             tenant: tenant.map(|t| t.as_str().to_owned()),
-            scope: scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" "),
+            scope: scopes
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
             exp: now_seconds + ttl_seconds,
             iat: Some(now_seconds),
             iss: self.issuer.clone(),
@@ -223,7 +229,9 @@ impl Caller {
         if self.scopes.contains(&Scope::Admin) {
             Ok(())
         } else {
-            Err(ApiError::Forbidden("this endpoint needs the scope admin".into()))
+            Err(ApiError::Forbidden(
+                "this endpoint needs the scope admin".into(),
+            ))
         }
     }
 }
@@ -231,20 +239,33 @@ impl Caller {
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let header_value = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .ok_or_else(|| ApiError::Unauthenticated("missing Authorization: Bearer <token>".into()))?;
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let header_value = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| {
+            ApiError::Unauthenticated("missing Authorization: Bearer <token>".into())
+        })?;
         let token = header_value
             .to_str()
             .ok()
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
             .map(str::trim)
-            .ok_or_else(|| ApiError::Unauthenticated("the Authorization header must be 'Bearer <token>'".into()))?;
+            .ok_or_else(|| {
+                ApiError::Unauthenticated(
+                    "the Authorization header must be 'Bearer <token>'".into(),
+                )
+            })?;
         let claims = state.auth.verify(token)?;
         // Unknown scope names are ignored, as OAuth scopes usually are.
-        let scopes: Vec<Scope> = claims.scope.split_whitespace().filter_map(Scope::parse).collect();
+        let scopes: Vec<Scope> = claims
+            .scope
+            .split_whitespace()
+            .filter_map(Scope::parse)
+            .collect();
         let tenant = match claims.tenant.as_deref() {
             Some(id) => Some(TenantId::parse(id).map_err(|e| {
                 ApiError::Unauthenticated(format!("the token's tenant claim is invalid: {e}"))

@@ -129,14 +129,19 @@ impl Settings {
             .or(file.listen)
             .unwrap_or_else(|| "127.0.0.1:8080".into());
         let listen = listen_text.parse().map_err(|e| {
-            ConfigError(format!("listen: {listen_text:?} is not an address like 127.0.0.1:8080 ({e})"))
+            ConfigError(format!(
+                "listen: {listen_text:?} is not an address like 127.0.0.1:8080 ({e})"
+            ))
         })?;
         let data_dir = args
             .data_dir
             .clone()
             .or(file.data_dir)
             .unwrap_or_else(|| PathBuf::from("data"));
-        let max_message_bytes = args.max_message_bytes.or(file.max_message_bytes).unwrap_or(1_048_576);
+        let max_message_bytes = args
+            .max_message_bytes
+            .or(file.max_message_bytes)
+            .unwrap_or(1_048_576);
         if !(1024..=1_048_576).contains(&max_message_bytes) {
             return Err(ConfigError(format!(
                 "max_message_bytes: must be between 1024 and 1048576, got {max_message_bytes}"
@@ -156,7 +161,9 @@ impl Settings {
                     return Err(ConfigError("jwt_secret: must be at least 32 bytes".into()));
                 }
                 if algorithm.as_deref().is_some_and(|a| a != "HS256") {
-                    return Err(ConfigError("jwt_algorithm: a jwt_secret means HS256".into()));
+                    return Err(ConfigError(
+                        "jwt_algorithm: a jwt_secret means HS256".into(),
+                    ));
                 }
                 KeySource::Configured(KeyMaterial::Secret(secret.into_bytes()))
             }
@@ -172,7 +179,10 @@ impl Settings {
                     }
                 };
                 let pem = std::fs::read(&path).map_err(|e| {
-                    ConfigError(format!("jwt_public_key: cannot read {}: {e}", path.display()))
+                    ConfigError(format!(
+                        "jwt_public_key: cannot read {}: {e}",
+                        path.display()
+                    ))
                 })?;
                 KeySource::Configured(KeyMaterial::PublicKey { algorithm, pem })
             }
@@ -194,10 +204,12 @@ impl Settings {
             KeySource::Configured(KeyMaterial::Secret(s)) | KeySource::Generated(s) => {
                 KeyMaterial::Secret(s.clone())
             }
-            KeySource::Configured(KeyMaterial::PublicKey { algorithm, pem }) => KeyMaterial::PublicKey {
-                algorithm: *algorithm,
-                pem: pem.clone(),
-            },
+            KeySource::Configured(KeyMaterial::PublicKey { algorithm, pem }) => {
+                KeyMaterial::PublicKey {
+                    algorithm: *algorithm,
+                    pem: pem.clone(),
+                }
+            }
         }
     }
 

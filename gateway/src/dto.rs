@@ -157,7 +157,12 @@ impl From<QueueView> for Queue {
     fn from(view: QueueView) -> Self {
         let config = view.config;
         Queue {
-            kind: if view.name.is_fifo() { "fifo" } else { "standard" }.to_owned(),
+            kind: if view.name.is_fifo() {
+                "fifo"
+            } else {
+                "standard"
+            }
+            .to_owned(),
             name: view.name.as_str().to_owned(),
             config: QueueConfigOutput {
                 visibility_timeout_seconds: config.visibility_timeout_seconds,
@@ -224,7 +229,9 @@ pub struct Attribute {
     pub value: String,
 }
 
-fn to_domain(attributes: Option<BTreeMap<String, Attribute>>) -> BTreeMap<String, MessageAttribute> {
+fn to_domain(
+    attributes: Option<BTreeMap<String, Attribute>>,
+) -> BTreeMap<String, MessageAttribute> {
     attributes
         .unwrap_or_default()
         .into_iter()

@@ -82,12 +82,16 @@ impl ApiError {
             ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "Unauthenticated", false),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden", false),
             ApiError::Malformed(_) => (StatusCode::BAD_REQUEST, "MalformedRequest", false),
-            ApiError::UnsupportedMediaType => {
-                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaType", false)
-            }
+            ApiError::UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                false,
+            ),
             ApiError::BodyTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", false),
             ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "NotFound", false),
-            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", false),
+            ApiError::MethodNotAllowed => {
+                (StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", false)
+            }
         }
     }
 

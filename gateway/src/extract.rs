@@ -107,14 +107,20 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 /// Builds a validation error whose field is the JSON path, completed with the field serde
 /// names in "unknown field `x`" or "missing field `x`".
 fn validation_error(path: &str, message: &str) -> ApiError {
-    let message = message.split(" at line ").next().unwrap_or(message).to_owned();
+    let message = message
+        .split(" at line ")
+        .next()
+        .unwrap_or(message)
+        .to_owned();
     let named = ["unknown field `", "missing field `"]
         .iter()
         .find_map(|prefix| message.strip_prefix(prefix))
         .and_then(|rest| rest.split('`').next());
     let base = if path == "." { "" } else { path };
     let field = match (base, named) {
-        (base, Some(name)) if base == name || base.ends_with(&format!(".{name}")) => base.to_owned(),
+        (base, Some(name)) if base == name || base.ends_with(&format!(".{name}")) => {
+            base.to_owned()
+        }
         ("", Some(name)) => name.to_owned(),
         (base, Some(name)) => format!("{base}.{name}"),
         ("", None) => "body".to_owned(),
@@ -153,7 +159,8 @@ where
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or("");
-        let deserializer = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        let deserializer =
+            serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         serde_path_to_error::deserialize(deserializer)
             .map(Query)
             .map_err(|error| {

@@ -41,7 +41,9 @@ fn now_seconds() -> u64 {
 
 async fn serve(args: &sluice_gateway::config::CommonArgs) -> Result<(), String> {
     let settings = Settings::resolve(args).map_err(|e| e.to_string())?;
-    let app = Application::build(&settings).await.map_err(|e| e.to_string())?;
+    let app = Application::build(&settings)
+        .await
+        .map_err(|e| e.to_string())?;
     let addr = app.local_addr().map_err(|e| e.to_string())?;
     println!("sluice listening on http://{addr}");
     if settings.is_development() {
@@ -59,7 +61,10 @@ fn print_development_tokens(
     let now = now_seconds();
     let admin = auth.mint(None, &[Scope::Admin], now, DEV_TOKEN_TTL_SECONDS)?;
     let tenant = TenantId::parse("default").map_err(|e| e.to_string())?;
-    let tenant_scopes: Vec<Scope> = Scope::ALL.into_iter().filter(|s| *s != Scope::Admin).collect();
+    let tenant_scopes: Vec<Scope> = Scope::ALL
+        .into_iter()
+        .filter(|s| *s != Scope::Admin)
+        .collect();
     let user = auth.mint(Some(&tenant), &tenant_scopes, now, DEV_TOKEN_TTL_SECONDS)?;
     println!(
         "development mode: signing key kept in {}/jwt-secret; tokens below last 30 days\n\
@@ -78,7 +83,11 @@ fn print_development_tokens(
 
 fn token(args: &TokenArgs) -> Result<(), String> {
     let settings = Settings::resolve(&args.common).map_err(|e| e.to_string())?;
-    let auth = Auth::new(settings.key_material(), settings.issuer.clone(), settings.audience.clone())?;
+    let auth = Auth::new(
+        settings.key_material(),
+        settings.issuer.clone(),
+        settings.audience.clone(),
+    )?;
     let mut scopes = Vec::new();
     for name in args.scopes.split_whitespace() {
         scopes.push(Scope::parse(name).ok_or_else(|| format!("scopes: unknown scope {name:?}"))?);
@@ -90,6 +99,9 @@ fn token(args: &TokenArgs) -> Result<(), String> {
     if tenant.is_none() && !scopes.contains(&Scope::Admin) {
         return Err("tenant: a token without --tenant must carry the admin scope".into());
     }
-    println!("{}", auth.mint(tenant.as_ref(), &scopes, now_seconds(), args.ttl_seconds)?);
+    println!(
+        "{}",
+        auth.mint(tenant.as_ref(), &scopes, now_seconds(), args.ttl_seconds)?
+    );
     Ok(())
 }

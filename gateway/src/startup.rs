@@ -52,12 +52,13 @@ impl Application {
             settings.audience.clone(),
         )
         .map_err(StartError::Config)?;
-        let engine = EmbeddedEngine::open(&settings.data_dir, EmbeddedOptions::default()).map_err(
-            |e| StartError::Store {
-                dir: settings.data_dir.display().to_string(),
-                error: e.to_string(),
-            },
-        )?;
+        let engine =
+            EmbeddedEngine::open(&settings.data_dir, EmbeddedOptions::default()).map_err(|e| {
+                StartError::Store {
+                    dir: settings.data_dir.display().to_string(),
+                    error: e.to_string(),
+                }
+            })?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let services = Services::new(
             Arc::new(engine),
@@ -66,12 +67,13 @@ impl Application {
                 max_message_bytes: settings.max_message_bytes,
             },
         );
-        let listener = TcpListener::bind(settings.listen)
-            .await
-            .map_err(|error| StartError::Bind {
-                addr: settings.listen,
-                error,
-            })?;
+        let listener =
+            TcpListener::bind(settings.listen)
+                .await
+                .map_err(|error| StartError::Bind {
+                    addr: settings.listen,
+                    error,
+                })?;
         Ok(Self {
             listener,
             state: AppState {

@@ -12,12 +12,29 @@ async fn tenant_b_cannot_reach_tenant_a() {
     let server = Server::start();
     let a = tenant_token("tenant-a");
     let b = tenant_token("tenant-b");
-    server.call(Method::PUT, "/v1/queues/private", &a, None).await;
-    server.call(Method::POST, "/v1/queues/private/messages", &a, Some(json!({"body": "secret"}))).await;
-    let (_, got) = server
-        .call(Method::POST, "/v1/queues/private/messages/receive", &a, Some(json!({"visibility_timeout_seconds": 0})))
+    server
+        .call(Method::PUT, "/v1/queues/private", &a, None)
         .await;
-    let handle = got["messages"][0]["receipt_handle"].as_str().unwrap().to_owned();
+    server
+        .call(
+            Method::POST,
+            "/v1/queues/private/messages",
+            &a,
+            Some(json!({"body": "secret"})),
+        )
+        .await;
+    let (_, got) = server
+        .call(
+            Method::POST,
+            "/v1/queues/private/messages/receive",
+            &a,
+            Some(json!({"visibility_timeout_seconds": 0})),
+        )
+        .await;
+    let handle = got["messages"][0]["receipt_handle"]
+        .as_str()
+        .unwrap()
+        .to_owned();
 
     let (status, list) = server.call(Method::GET, "/v1/queues", &b, None).await;
     assert_eq!(status, 200);
@@ -25,13 +42,33 @@ async fn tenant_b_cannot_reach_tenant_a() {
     let q = "/v1/queues/private";
     for (method, path, body) in [
         (Method::GET, q.to_owned(), None),
-        (Method::PATCH, q.to_owned(), Some(json!({"delay_seconds": 1}))),
+        (
+            Method::PATCH,
+            q.to_owned(),
+            Some(json!({"delay_seconds": 1})),
+        ),
         (Method::GET, format!("{q}/messages"), None),
-        (Method::POST, format!("{q}/messages"), Some(json!({"body": "x"}))),
-        (Method::POST, format!("{q}/messages/batch"), Some(json!({"entries": [{"id": "1", "body": "x"}]}))),
-        (Method::POST, format!("{q}/messages/receive"), Some(json!({}))),
+        (
+            Method::POST,
+            format!("{q}/messages"),
+            Some(json!({"body": "x"})),
+        ),
+        (
+            Method::POST,
+            format!("{q}/messages/batch"),
+            Some(json!({"entries": [{"id": "1", "body": "x"}]})),
+        ),
+        (
+            Method::POST,
+            format!("{q}/messages/receive"),
+            Some(json!({})),
+        ),
         (Method::DELETE, format!("{q}/messages/{handle}"), None),
-        (Method::PATCH, format!("{q}/messages/{handle}"), Some(json!({"visibility_timeout_seconds": 0}))),
+        (
+            Method::PATCH,
+            format!("{q}/messages/{handle}"),
+            Some(json!({"visibility_timeout_seconds": 0})),
+        ),
         (Method::POST, format!("{q}/purge"), None),
         (Method::DELETE, q.to_owned(), None),
     ] {
@@ -51,45 +88,127 @@ async fn scopes_are_enforced() {
     let manage = token(Some("acme"), "queues:manage");
     let send = token(Some("acme"), "messages:send");
     let consume = token(Some("acme"), "messages:consume");
-    assert_eq!(server.call(Method::PUT, "/v1/queues/q", &manage, None).await.0, 201);
-    assert_error(&server.call(Method::PUT, "/v1/queues/q2", &send, None).await, 403, "Forbidden");
-    assert_error(&server.call(Method::POST, "/v1/queues/q/purge", &consume, None).await, 403, "Forbidden");
+    assert_eq!(
+        server
+            .call(Method::PUT, "/v1/queues/q", &manage, None)
+            .await
+            .0,
+        201
+    );
     assert_error(
-        &server.call(Method::POST, "/v1/queues/q/messages", &consume, Some(json!({"body": "x"}))).await,
+        &server.call(Method::PUT, "/v1/queues/q2", &send, None).await,
         403,
         "Forbidden",
     );
-    assert_error(&server.call(Method::POST, "/v1/queues/q/messages/receive", &send, Some(json!({}))).await, 403, "Forbidden");
-    assert_error(&server.call(Method::GET, "/v1/queues/q/messages", &manage, None).await, 403, "Forbidden");
-    assert_eq!(server.call(Method::POST, "/v1/queues/q/messages", &send, Some(json!({"body": "x"}))).await.0, 201);
+    assert_error(
+        &server
+            .call(Method::POST, "/v1/queues/q/purge", &consume, None)
+            .await,
+        403,
+        "Forbidden",
+    );
+    assert_error(
+        &server
+            .call(
+                Method::POST,
+                "/v1/queues/q/messages",
+                &consume,
+                Some(json!({"body": "x"})),
+            )
+            .await,
+        403,
+        "Forbidden",
+    );
+    assert_error(
+        &server
+            .call(
+                Method::POST,
+                "/v1/queues/q/messages/receive",
+                &send,
+                Some(json!({})),
+            )
+            .await,
+        403,
+        "Forbidden",
+    );
+    assert_error(
+        &server
+            .call(Method::GET, "/v1/queues/q/messages", &manage, None)
+            .await,
+        403,
+        "Forbidden",
+    );
+    assert_eq!(
+        server
+            .call(
+                Method::POST,
+                "/v1/queues/q/messages",
+                &send,
+                Some(json!({"body": "x"}))
+            )
+            .await
+            .0,
+        201
+    );
     // Reading a queue needs any one of the three queue scopes.
     for t in [&manage, &send, &consume] {
-        assert_eq!(server.call(Method::GET, "/v1/queues/q", t, None).await.0, 200);
+        assert_eq!(
+            server.call(Method::GET, "/v1/queues/q", t, None).await.0,
+            200
+        );
         assert_eq!(server.call(Method::GET, "/v1/queues", t, None).await.0, 200);
     }
     let publish_only = token(Some("acme"), "topics:publish");
-    assert_error(&server.call(Method::GET, "/v1/queues/q", &publish_only, None).await, 403, "Forbidden");
+    assert_error(
+        &server
+            .call(Method::GET, "/v1/queues/q", &publish_only, None)
+            .await,
+        403,
+        "Forbidden",
+    );
     // Admin tokens grant /v1/admin only; tenant tokens do not reach it.
     let admin = token(None, "admin");
-    assert_error(&server.call(Method::GET, "/v1/queues", &admin, None).await, 403, "Forbidden");
-    assert_error(&server.call(Method::GET, "/v1/admin/tenants", &manage, None).await, 403, "Forbidden");
+    assert_error(
+        &server.call(Method::GET, "/v1/queues", &admin, None).await,
+        403,
+        "Forbidden",
+    );
+    assert_error(
+        &server
+            .call(Method::GET, "/v1/admin/tenants", &manage, None)
+            .await,
+        403,
+        "Forbidden",
+    );
 }
 
 #[tokio::test]
 async fn bad_tokens_are_unauthenticated() {
     let server = Server::start();
     let path = "/v1/queues";
-    let missing = crate::harness::decode(server.client.get(server.url(path)).send().await.unwrap()).await;
+    let missing =
+        crate::harness::decode(server.client.get(server.url(path)).send().await.unwrap()).await;
     assert_error(&missing, 401, "Unauthenticated");
     let not_bearer = crate::harness::decode(
-        server.client.get(server.url(path)).header("authorization", "Basic abc").send().await.unwrap(),
+        server
+            .client
+            .get(server.url(path))
+            .header("authorization", "Basic abc")
+            .send()
+            .await
+            .unwrap(),
     )
     .await;
     assert_error(&not_bearer, 401, "Unauthenticated");
 
     let scopes = "queues:manage";
     let expired = token_with(Some("acme"), scopes, now_seconds() - 10, SECRET);
-    let wrong_key = token_with(Some("acme"), scopes, now_seconds() + 3600, "another-secret-of-sufficient-length-000");
+    let wrong_key = token_with(
+        Some("acme"),
+        scopes,
+        now_seconds() + 3600,
+        "another-secret-of-sufficient-length-000",
+    );
     let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
     let alg_none = format!(
         "{}.{}.",
@@ -127,32 +246,103 @@ async fn admin_manages_tenants_and_mints_tokens() {
     let server = Server::start();
     let admin = token(None, "admin");
     let (status, created) = server
-        .call(Method::POST, "/v1/admin/tenants", &admin, Some(json!({"id": "shop", "quotas": {"max_queues": 1}})))
+        .call(
+            Method::POST,
+            "/v1/admin/tenants",
+            &admin,
+            Some(json!({"id": "shop", "quotas": {"max_queues": 1}})),
+        )
         .await;
     assert_eq!(status, 201, "{created}");
     assert_eq!(created["id"], "shop");
     assert_eq!(created["quotas"]["max_queues"], 1);
-    assert_error(&server.call(Method::POST, "/v1/admin/tenants", &admin, Some(json!({"id": "shop"}))).await, 409, "Conflict");
-    assert_error(&server.call(Method::POST, "/v1/admin/tenants", &admin, Some(json!({"id": "Bad!"}))).await, 400, "ValidationError");
+    assert_error(
+        &server
+            .call(
+                Method::POST,
+                "/v1/admin/tenants",
+                &admin,
+                Some(json!({"id": "shop"})),
+            )
+            .await,
+        409,
+        "Conflict",
+    );
+    assert_error(
+        &server
+            .call(
+                Method::POST,
+                "/v1/admin/tenants",
+                &admin,
+                Some(json!({"id": "Bad!"})),
+            )
+            .await,
+        400,
+        "ValidationError",
+    );
 
     // A tenant named only by a token is listed and answered like a created one.
-    server.call(Method::GET, "/v1/queues", &tenant_token("implicit"), None).await;
-    let (_, list) = server.call(Method::GET, "/v1/admin/tenants", &admin, None).await;
-    let ids: Vec<&str> = list["tenants"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+    server
+        .call(Method::GET, "/v1/queues", &tenant_token("implicit"), None)
+        .await;
+    let (_, list) = server
+        .call(Method::GET, "/v1/admin/tenants", &admin, None)
+        .await;
+    let ids: Vec<&str> = list["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["implicit", "shop"]);
-    assert_eq!(server.call(Method::GET, "/v1/admin/tenants/implicit", &admin, None).await.0, 200);
-    assert_error(&server.call(Method::POST, "/v1/admin/tenants", &admin, Some(json!({"id": "implicit"}))).await, 409, "Conflict");
-    assert_error(&server.call(Method::GET, "/v1/admin/tenants/nobody", &admin, None).await, 404, "TenantNotFound");
+    assert_eq!(
+        server
+            .call(Method::GET, "/v1/admin/tenants/implicit", &admin, None)
+            .await
+            .0,
+        200
+    );
+    assert_error(
+        &server
+            .call(
+                Method::POST,
+                "/v1/admin/tenants",
+                &admin,
+                Some(json!({"id": "implicit"})),
+            )
+            .await,
+        409,
+        "Conflict",
+    );
+    assert_error(
+        &server
+            .call(Method::GET, "/v1/admin/tenants/nobody", &admin, None)
+            .await,
+        404,
+        "TenantNotFound",
+    );
 
     // Minting: admin scope refused, ttl bounded, the minted token works.
     assert_error(
-        &server.call(Method::POST, "/v1/admin/tenants/shop/tokens", &admin, Some(json!({"scopes": ["admin"]}))).await,
+        &server
+            .call(
+                Method::POST,
+                "/v1/admin/tenants/shop/tokens",
+                &admin,
+                Some(json!({"scopes": ["admin"]})),
+            )
+            .await,
         400,
         "ValidationError",
     );
     assert_error(
         &server
-            .call(Method::POST, "/v1/admin/tenants/shop/tokens", &admin, Some(json!({"scopes": ["queues:manage"], "ttl_seconds": 59})))
+            .call(
+                Method::POST,
+                "/v1/admin/tenants/shop/tokens",
+                &admin,
+                Some(json!({"scopes": ["queues:manage"], "ttl_seconds": 59})),
+            )
             .await,
         400,
         "ValidationError",
@@ -168,20 +358,51 @@ async fn admin_manages_tenants_and_mints_tokens() {
     assert_eq!(status, 201, "{minted}");
     assert!(minted["expires_at"].as_str().unwrap().ends_with('Z'));
     let shop = minted["token"].as_str().unwrap().to_owned();
-    assert_eq!(server.call(Method::PUT, "/v1/queues/only-one", &shop, None).await.0, 201);
+    assert_eq!(
+        server
+            .call(Method::PUT, "/v1/queues/only-one", &shop, None)
+            .await
+            .0,
+        201
+    );
     // The quota: one queue.
-    let over = server.call(Method::PUT, "/v1/queues/second", &shop, None).await;
+    let over = server
+        .call(Method::PUT, "/v1/queues/second", &shop, None)
+        .await;
     assert_error(&over, 429, "QuotaExceeded");
     let (status, patched) = server
-        .call(Method::PATCH, "/v1/admin/tenants/shop", &admin, Some(json!({"quotas": {"max_queues": 5}})))
+        .call(
+            Method::PATCH,
+            "/v1/admin/tenants/shop",
+            &admin,
+            Some(json!({"quotas": {"max_queues": 5}})),
+        )
         .await;
     assert_eq!(status, 200);
     assert_eq!(patched["quotas"]["max_queues"], 5);
-    assert_eq!(server.call(Method::PUT, "/v1/queues/second", &shop, None).await.0, 201);
+    assert_eq!(
+        server
+            .call(Method::PUT, "/v1/queues/second", &shop, None)
+            .await
+            .0,
+        201
+    );
 
     // Deleting a tenant deletes its resources.
-    assert_eq!(server.call(Method::DELETE, "/v1/admin/tenants/shop", &admin, None).await.0, 204);
-    assert_error(&server.call(Method::GET, "/v1/admin/tenants/shop", &admin, None).await, 404, "TenantNotFound");
+    assert_eq!(
+        server
+            .call(Method::DELETE, "/v1/admin/tenants/shop", &admin, None)
+            .await
+            .0,
+        204
+    );
+    assert_error(
+        &server
+            .call(Method::GET, "/v1/admin/tenants/shop", &admin, None)
+            .await,
+        404,
+        "TenantNotFound",
+    );
     let (_, after) = server.call(Method::GET, "/v1/queues", &shop, None).await;
     assert_eq!(after["queues"], json!([]));
 }
@@ -221,22 +442,59 @@ async fn eddsa_public_key_verification_pins_the_algorithm() {
     );
     let key = jsonwebtoken::EncodingKey::from_ed_pem(&std::fs::read(&private).unwrap()).unwrap();
     let sign = |claims: Value| {
-        jsonwebtoken::encode(&jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA), &claims, &key).unwrap()
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA),
+            &claims,
+            &key,
+        )
+        .unwrap()
     };
     let exp = now_seconds() + 3600;
-    let good = sign(json!({"tenant": "acme", "scope": "queues:manage", "exp": exp, "iss": "https://issuer.example", "aud": "sluice"}));
-    assert_eq!(server.call(Method::PUT, "/v1/queues/q", &good, None).await.0, 201);
-    let wrong_issuer = sign(json!({"tenant": "acme", "scope": "queues:manage", "exp": exp, "iss": "evil", "aud": "sluice"}));
-    let wrong_audience = sign(json!({"tenant": "acme", "scope": "queues:manage", "exp": exp, "iss": "https://issuer.example", "aud": "other"}));
+    let good = sign(
+        json!({"tenant": "acme", "scope": "queues:manage", "exp": exp, "iss": "https://issuer.example", "aud": "sluice"}),
+    );
+    assert_eq!(
+        server
+            .call(Method::PUT, "/v1/queues/q", &good, None)
+            .await
+            .0,
+        201
+    );
+    let wrong_issuer = sign(
+        json!({"tenant": "acme", "scope": "queues:manage", "exp": exp, "iss": "evil", "aud": "sluice"}),
+    );
+    let wrong_audience = sign(
+        json!({"tenant": "acme", "scope": "queues:manage", "exp": exp, "iss": "https://issuer.example", "aud": "other"}),
+    );
     let hs256 = token(Some("acme"), "queues:manage");
     for bad in [wrong_issuer, wrong_audience, hs256] {
-        assert_error(&server.call(Method::GET, "/v1/queues", &bad, None).await, 401, "Unauthenticated");
+        assert_error(
+            &server.call(Method::GET, "/v1/queues", &bad, None).await,
+            401,
+            "Unauthenticated",
+        );
     }
     // No signing key: the server cannot mint.
-    let admin = sign(json!({"scope": "admin", "exp": exp, "iss": "https://issuer.example", "aud": "sluice"}));
-    server.call(Method::POST, "/v1/admin/tenants", &admin, Some(json!({"id": "acme2"}))).await;
+    let admin = sign(
+        json!({"scope": "admin", "exp": exp, "iss": "https://issuer.example", "aud": "sluice"}),
+    );
+    server
+        .call(
+            Method::POST,
+            "/v1/admin/tenants",
+            &admin,
+            Some(json!({"id": "acme2"})),
+        )
+        .await;
     assert_error(
-        &server.call(Method::POST, "/v1/admin/tenants/acme2/tokens", &admin, Some(json!({"scopes": ["queues:manage"]}))).await,
+        &server
+            .call(
+                Method::POST,
+                "/v1/admin/tenants/acme2/tokens",
+                &admin,
+                Some(json!({"scopes": ["queues:manage"]})),
+            )
+            .await,
         409,
         "Conflict",
     );

@@ -17,10 +17,19 @@ async fn refused_requests_name_the_field_and_change_nothing() {
     let server = Server::start();
     let t = tenant_token("acme");
     server.call(Method::PUT, "/v1/queues/q", &t, None).await;
-    server.call(Method::POST, "/v1/queues/q/messages", &t, Some(json!({"body": "keep"}))).await;
+    server
+        .call(
+            Method::POST,
+            "/v1/queues/q/messages",
+            &t,
+            Some(json!({"body": "keep"})),
+        )
+        .await;
     let before = stats(&server, &t).await;
 
-    let eleven: Vec<Value> = (0..11).map(|i| json!({"id": format!("e{i}"), "body": "x"})).collect();
+    let eleven: Vec<Value> = (0..11)
+        .map(|i| json!({"id": format!("e{i}"), "body": "x"}))
+        .collect();
     let cases: Vec<(Method, &str, Value, &str)> = vec![
         (Method::POST, "/v1/queues/q/messages", json!({"body": "x", "colour": "red"}), "colour"),
         (Method::POST, "/v1/queues/q/messages", json!({}), "body"),
@@ -51,7 +60,7 @@ async fn refused_requests_name_the_field_and_change_nothing() {
         (Method::PATCH, "/v1/queues/q", json!({"visiblity_timeout_seconds": 5}), "visiblity_timeout_seconds"),
         (Method::PUT, "/v1/queues/bad%20name", json!({}), "queue"),
         (Method::PUT, "/v1/queues/orders.fifo", json!({}), "queue"),
-        (Method::PUT, &"/v1/queues/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", json!({}), "queue"),
+        (Method::PUT, "/v1/queues/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", json!({}), "queue"),
         (Method::GET, "/v1/queues?limit=0", Value::Null, "limit"),
         (Method::GET, "/v1/queues?limit=abc", Value::Null, "limit"),
         (Method::GET, "/v1/queues?next_token=forged", Value::Null, "next_token"),
@@ -63,11 +72,22 @@ async fn refused_requests_name_the_field_and_change_nothing() {
         let answer = server.call(method.clone(), path, &t, body.clone()).await;
         assert_error(&answer, 400, "ValidationError");
         let message = answer.1["error"]["message"].as_str().unwrap();
-        assert!(message.starts_with(field), "{method} {path} {body:?}: {message:?} should name {field}");
-        assert_eq!(stats(&server, &t).await, before, "{method} {path} changed something");
+        assert!(
+            message.starts_with(field),
+            "{method} {path} {body:?}: {message:?} should name {field}"
+        );
+        assert_eq!(
+            stats(&server, &t).await,
+            before,
+            "{method} {path} changed something"
+        );
     }
     let (_, list) = server.call(Method::GET, "/v1/queues", &t, None).await;
-    assert_eq!(list["queues"].as_array().unwrap().len(), 1, "no queue was created");
+    assert_eq!(
+        list["queues"].as_array().unwrap().len(),
+        1,
+        "no queue was created"
+    );
 }
 
 #[tokio::test]
@@ -76,7 +96,12 @@ async fn malformed_bodies_answer_in_our_shape() {
     let t = tenant_token("acme");
     server.call(Method::PUT, "/v1/queues/q", &t, None).await;
     let before = stats(&server, &t).await;
-    for raw in ["{\"body\": ", "not json", "{\"body\": \"x\"} trailing", "[1,2"] {
+    for raw in [
+        "{\"body\": ",
+        "not json",
+        "{\"body\": \"x\"} trailing",
+        "[1,2",
+    ] {
         let response = server
             .request(Method::POST, "/v1/queues/q/messages", &t)
             .header("content-type", "application/json")
@@ -84,7 +109,11 @@ async fn malformed_bodies_answer_in_our_shape() {
             .send()
             .await
             .unwrap();
-        assert_error(&crate::harness::decode(response).await, 400, "MalformedRequest");
+        assert_error(
+            &crate::harness::decode(response).await,
+            400,
+            "MalformedRequest",
+        );
     }
     let empty = server
         .request(Method::POST, "/v1/queues/q/messages", &t)
@@ -92,7 +121,11 @@ async fn malformed_bodies_answer_in_our_shape() {
         .send()
         .await
         .unwrap();
-    assert_error(&crate::harness::decode(empty).await, 400, "MalformedRequest");
+    assert_error(
+        &crate::harness::decode(empty).await,
+        400,
+        "MalformedRequest",
+    );
     let not_json = server
         .request(Method::POST, "/v1/queues/q/messages", &t)
         .header("content-type", "text/plain")
@@ -100,7 +133,11 @@ async fn malformed_bodies_answer_in_our_shape() {
         .send()
         .await
         .unwrap();
-    assert_error(&crate::harness::decode(not_json).await, 415, "UnsupportedMediaType");
+    assert_error(
+        &crate::harness::decode(not_json).await,
+        415,
+        "UnsupportedMediaType",
+    );
     assert_eq!(stats(&server, &t).await, before);
 }
 
@@ -108,7 +145,14 @@ async fn malformed_bodies_answer_in_our_shape() {
 async fn oversized_messages_and_bodies_answer_413() {
     let server = Server::start();
     let t = tenant_token("acme");
-    server.call(Method::PUT, "/v1/queues/q", &t, Some(json!({"max_message_bytes": 2048}))).await;
+    server
+        .call(
+            Method::PUT,
+            "/v1/queues/q",
+            &t,
+            Some(json!({"max_message_bytes": 2048})),
+        )
+        .await;
     let before = stats(&server, &t).await;
 
     // Body plus attributes over the queue's limit.
@@ -122,7 +166,14 @@ async fn oversized_messages_and_bodies_answer_413() {
         )
         .await;
     assert_error(&answer, 413, "PayloadTooLarge");
-    let fits = server.call(Method::POST, "/v1/queues/q/messages", &t, Some(json!({"body": "x".repeat(2048)}))).await;
+    let fits = server
+        .call(
+            Method::POST,
+            "/v1/queues/q/messages",
+            &t,
+            Some(json!({"body": "x".repeat(2048)})),
+        )
+        .await;
     assert_eq!(fits.0, 201);
     let (_, batch) = server
         .call(
@@ -134,7 +185,9 @@ async fn oversized_messages_and_bodies_answer_413() {
         .await;
     assert_eq!(batch["failed"][0]["code"], "PayloadTooLarge");
     assert_eq!(batch["successful"][0]["id"], "ok");
-    server.call(Method::POST, "/v1/queues/q/purge", &t, None).await;
+    server
+        .call(Method::POST, "/v1/queues/q/purge", &t, None)
+        .await;
     assert_eq!(stats(&server, &t).await, before);
 
     // A declared length over the server's limit is refused before the body is sent at all:
@@ -143,7 +196,9 @@ async fn oversized_messages_and_bodies_answer_413() {
     let token = t.clone();
     let raw = tokio::task::spawn_blocking(move || {
         let mut stream = std::net::TcpStream::connect(address).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
         write!(
             stream,
             "POST /v1/queues/q/messages HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\n\
@@ -180,6 +235,8 @@ async fn oversized_messages_and_bodies_answer_413() {
 /// A streamed body of `size` bytes without a content-length.
 fn futures_body(size: usize) -> reqwest::Body {
     let chunk = vec![b' '; 64 * 1024];
-    let stream = futures_util::stream::iter((0..size / chunk.len()).map(move |_| Ok::<_, std::io::Error>(chunk.clone())));
+    let stream = futures_util::stream::iter(
+        (0..size / chunk.len()).map(move |_| Ok::<_, std::io::Error>(chunk.clone())),
+    );
     reqwest::Body::wrap_stream(stream)
 }

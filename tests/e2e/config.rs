@@ -29,13 +29,25 @@ fn invalid_settings_stop_start_up_naming_the_setting() {
     assert!(start_error(&["--jwt-secret", "short"], &[]).contains("jwt_secret"));
     assert!(start_error(&["--max-message-bytes", "10"], &[]).contains("max_message_bytes"));
     assert!(start_error(&[], &[("SLUICE_MAX_MESSAGE_BYTES", "abc")]).contains("max-message-bytes"));
-    assert!(start_error(&["--jwt-public-key", "/nonexistent.pem", "--jwt-algorithm", "EdDSA"], &[]).contains("jwt_public_key"));
+    assert!(start_error(
+        &[
+            "--jwt-public-key",
+            "/nonexistent.pem",
+            "--jwt-algorithm",
+            "EdDSA"
+        ],
+        &[]
+    )
+    .contains("jwt_public_key"));
     assert!(start_error(&["--jwt-public-key", "/nonexistent.pem"], &[]).contains("jwt_algorithm"));
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("sluice.toml");
     std::fs::write(&file, "listen = \"127.0.0.1:0\"\nlisen = \"typo\"\n").unwrap();
     let message = start_error(&["--config", file.to_str().unwrap()], &[]);
-    assert!(message.contains("config") && message.contains("lisen"), "{message}");
+    assert!(
+        message.contains("config") && message.contains("lisen"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -50,7 +62,13 @@ async fn file_environment_and_flags_layer_in_order() {
     .unwrap();
     let mut command = Command::new(binary());
     command
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", dir.path().join("data").to_str().unwrap()])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            dir.path().join("data").to_str().unwrap(),
+        ])
         .env("SLUICE_CONFIG", &file)
         .env("SLUICE_JWT_SECRET", crate::harness::SECRET)
         .env("SLUICE_LOG", "warn")
@@ -58,8 +76,14 @@ async fn file_environment_and_flags_layer_in_order() {
     let server = Server::spawn(command);
     let t = tenant_token("acme");
     let (status, queue) = server.call(Method::PUT, "/v1/queues/q", &t, None).await;
-    assert_eq!(status, 201, "the environment's secret wins over the file's: {queue}");
-    assert_eq!(queue["config"]["max_message_bytes"], 4096, "the file's maximum applies");
+    assert_eq!(
+        status, 201,
+        "the environment's secret wins over the file's: {queue}"
+    );
+    assert_eq!(
+        queue["config"]["max_message_bytes"], 4096,
+        "the file's maximum applies"
+    );
 }
 
 #[tokio::test]
@@ -69,21 +93,51 @@ async fn development_mode_keeps_a_key_and_sluice_token_uses_it() {
     let server = Server::start_in(&data, &[]);
     assert!(data.join("jwt-secret").exists());
     let minted = Command::new(binary())
-        .args(["token", "--tenant", "dev", "--scopes", "queues:manage", "--data-dir", data.to_str().unwrap()])
+        .args([
+            "token",
+            "--tenant",
+            "dev",
+            "--scopes",
+            "queues:manage",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
-    assert!(minted.status.success(), "{}", String::from_utf8_lossy(&minted.stderr));
+    assert!(
+        minted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&minted.stderr)
+    );
     let token = String::from_utf8(minted.stdout).unwrap().trim().to_owned();
-    assert_eq!(server.call(Method::PUT, "/v1/queues/q", &token, None).await.0, 201);
+    assert_eq!(
+        server
+            .call(Method::PUT, "/v1/queues/q", &token, None)
+            .await
+            .0,
+        201
+    );
     // A token signed with any other key is refused.
-    assert_eq!(server.call(Method::GET, "/v1/queues", &tenant_token("dev"), None).await.0, 401);
+    assert_eq!(
+        server
+            .call(Method::GET, "/v1/queues", &tenant_token("dev"), None)
+            .await
+            .0,
+        401
+    );
 }
 
 #[test]
 fn development_mode_prints_tokens_and_a_curl_example() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(binary())
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", dir.path().to_str().unwrap()])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+        ])
         .env_remove("SLUICE_CONFIG")
         .env_remove("SLUICE_JWT_SECRET")
         .stdout(Stdio::piped())
@@ -97,7 +151,10 @@ fn development_mode_prints_tokens_and_a_curl_example() {
     }
     let _ = child.kill();
     let _ = child.wait();
-    assert!(seen.starts_with("sluice listening on http://127.0.0.1:"), "{seen}");
+    assert!(
+        seen.starts_with("sluice listening on http://127.0.0.1:"),
+        "{seen}"
+    );
     assert!(seen.contains("admin token:"), "{seen}");
     assert!(seen.contains("tenant 'default' token:"), "{seen}");
     assert!(seen.contains("curl"), "{seen}");

@@ -9,14 +9,18 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub const SECRET: &str = "e2e-test-secret-that-is-long-enough-0123456789";
-pub const ALL_TENANT_SCOPES: &str = "queues:manage messages:send messages:consume topics:manage topics:publish";
+pub const ALL_TENANT_SCOPES: &str =
+    "queues:manage messages:send messages:consume topics:manage topics:publish";
 
 pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_sluice")
 }
 
 pub fn now_seconds() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }
 
 /// A running `sluice serve`; killed on drop.
@@ -66,7 +70,10 @@ impl Server {
         Server {
             base,
             child,
-            client: Client::builder().timeout(Duration::from_secs(30)).build().unwrap(),
+            client: Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
             _temp: None,
         }
     }
@@ -84,7 +91,13 @@ impl Server {
 
     /// Sends `method path` with an optional JSON body; answers status and parsed JSON (Null
     /// for empty bodies).
-    pub async fn call(&self, method: Method, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut request = self.request(method, path, token);
         if let Some(body) = body {
             request = request.json(&body);
@@ -144,5 +157,7 @@ pub fn tenant_token(tenant: &str) -> String {
 pub fn assert_error(answer: &(u16, Value), status: u16, code: &str) {
     assert_eq!(answer.0, status, "{}", answer.1);
     assert_eq!(answer.1["error"]["code"], code, "{}", answer.1);
-    assert!(answer.1["error"]["request_id"].as_str().is_some_and(|id| !id.is_empty()));
+    assert!(answer.1["error"]["request_id"]
+        .as_str()
+        .is_some_and(|id| !id.is_empty()));
 }

@@ -51,8 +51,13 @@ fn every_ref_resolves() {
     collect_refs(&spec, &mut refs);
     assert!(refs.len() > 20, "the spec uses component schemas");
     for target in refs {
-        let pointer = target.strip_prefix('#').unwrap_or_else(|| panic!("external $ref {target}"));
-        assert!(spec.pointer(pointer).is_some(), "$ref {target} does not resolve");
+        let pointer = target
+            .strip_prefix('#')
+            .unwrap_or_else(|| panic!("external $ref {target}"));
+        assert!(
+            spec.pointer(pointer).is_some(),
+            "$ref {target} does not resolve"
+        );
     }
     for path in [
         "/v1/queues",
@@ -77,14 +82,35 @@ fn every_ref_resolves() {
 #[tokio::test]
 async fn served_spec_and_reference_page() {
     let server = Server::start();
-    let served: Value = server.client.get(server.url("/openapi.json")).send().await.unwrap().json().await.unwrap();
+    let served: Value = server
+        .client
+        .get(server.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let committed: Value = serde_json::from_str(&generated()).unwrap();
     assert_eq!(served, committed);
-    let page = server.client.get(server.url("/docs/")).send().await.unwrap();
+    let page = server
+        .client
+        .get(server.url("/docs/"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(page.status(), 200);
     let html = page.text().await.unwrap();
     assert!(html.contains("swagger-ui"), "{html}");
-    assert!(!html.contains("https://"), "the page loads nothing from outside");
-    let script = server.client.get(server.url("/docs/swagger-ui-bundle.js")).send().await.unwrap();
+    assert!(
+        !html.contains("https://"),
+        "the page loads nothing from outside"
+    );
+    let script = server
+        .client
+        .get(server.url("/docs/swagger-ui-bundle.js"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(script.status(), 200);
 }

@@ -10,7 +10,9 @@ async fn queue_lifecycle_over_http() {
     let server = Server::start();
     let t = tenant_token("acme");
 
-    let (status, queue) = server.call(Method::PUT, "/v1/queues/orders", &t, None).await;
+    let (status, queue) = server
+        .call(Method::PUT, "/v1/queues/orders", &t, None)
+        .await;
     assert_eq!(status, 201, "{queue}");
     assert_eq!(queue["name"], "orders");
     assert_eq!(queue["kind"], "standard");
@@ -19,18 +21,31 @@ async fn queue_lifecycle_over_http() {
     assert_eq!(queue["config"]["max_message_bytes"], 1_048_576);
     assert_eq!(queue["config"]["max_depth"], Value::Null);
     assert!(queue["config"].get("content_based_deduplication").is_none());
-    assert_eq!(queue["stats"], json!({"visible": 0, "in_flight": 0, "delayed": 0, "oldest_age_seconds": null}));
+    assert_eq!(
+        queue["stats"],
+        json!({"visible": 0, "in_flight": 0, "delayed": 0, "oldest_age_seconds": null})
+    );
     let created_at = queue["created_at"].as_str().unwrap().to_owned();
-    assert!(created_at.ends_with('Z') && created_at.len() == 24, "{created_at}");
+    assert!(
+        created_at.ends_with('Z') && created_at.len() == 24,
+        "{created_at}"
+    );
 
     let body = json!({"visibility_timeout_seconds": 60, "tags": {"team": "shop"}});
-    let (status, replaced) = server.call(Method::PUT, "/v1/queues/orders", &t, Some(body)).await;
+    let (status, replaced) = server
+        .call(Method::PUT, "/v1/queues/orders", &t, Some(body))
+        .await;
     assert_eq!(status, 200);
     assert_eq!(replaced["created_at"], created_at.as_str());
     assert_eq!(replaced["config"]["visibility_timeout_seconds"], 60);
 
     let (status, patched) = server
-        .call(Method::PATCH, "/v1/queues/orders", &t, Some(json!({"delay_seconds": 2})))
+        .call(
+            Method::PATCH,
+            "/v1/queues/orders",
+            &t,
+            Some(json!({"delay_seconds": 2})),
+        )
         .await;
     assert_eq!(status, 200);
     assert_eq!(patched["config"]["visibility_timeout_seconds"], 60);
@@ -38,24 +53,60 @@ async fn queue_lifecycle_over_http() {
     assert_eq!(patched["config"]["tags"]["team"], "shop");
 
     for name in ["a", "b", "c"] {
-        assert_eq!(server.call(Method::PUT, &format!("/v1/queues/{name}"), &t, None).await.0, 201);
+        assert_eq!(
+            server
+                .call(Method::PUT, &format!("/v1/queues/{name}"), &t, None)
+                .await
+                .0,
+            201
+        );
     }
-    let (status, page) = server.call(Method::GET, "/v1/queues?limit=2", &t, None).await;
+    let (status, page) = server
+        .call(Method::GET, "/v1/queues?limit=2", &t, None)
+        .await;
     assert_eq!(status, 200);
     assert_eq!(page["queues"].as_array().unwrap().len(), 2);
     assert_eq!(page["queues"][0]["name"], "a");
     let next = page["next_token"].as_str().unwrap().to_owned();
-    let (_, rest) = server.call(Method::GET, &format!("/v1/queues?limit=2&next_token={next}"), &t, None).await;
-    let names: Vec<&str> = rest["queues"].as_array().unwrap().iter().map(|q| q["name"].as_str().unwrap()).collect();
+    let (_, rest) = server
+        .call(
+            Method::GET,
+            &format!("/v1/queues?limit=2&next_token={next}"),
+            &t,
+            None,
+        )
+        .await;
+    let names: Vec<&str> = rest["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["c", "orders"]);
     assert_eq!(rest["next_token"], Value::Null);
-    let (_, filtered) = server.call(Method::GET, "/v1/queues?prefix=or", &t, None).await;
+    let (_, filtered) = server
+        .call(Method::GET, "/v1/queues?prefix=or", &t, None)
+        .await;
     assert_eq!(filtered["queues"].as_array().unwrap().len(), 1);
     assert!(filtered["queues"][0]["stats"].is_object());
 
-    assert_eq!(server.call(Method::DELETE, "/v1/queues/a", &t, None).await.0, 204);
-    assert_error(&server.call(Method::GET, "/v1/queues/a", &t, None).await, 404, "QueueNotFound");
-    assert_error(&server.call(Method::DELETE, "/v1/queues/a", &t, None).await, 404, "QueueNotFound");
+    assert_eq!(
+        server
+            .call(Method::DELETE, "/v1/queues/a", &t, None)
+            .await
+            .0,
+        204
+    );
+    assert_error(
+        &server.call(Method::GET, "/v1/queues/a", &t, None).await,
+        404,
+        "QueueNotFound",
+    );
+    assert_error(
+        &server.call(Method::DELETE, "/v1/queues/a", &t, None).await,
+        404,
+        "QueueNotFound",
+    );
 }
 
 #[tokio::test]
@@ -91,23 +142,44 @@ async fn messages_send_receive_delete_visibility_peek_purge() {
     assert_eq!(batch["successful"].as_array().unwrap().len(), 2);
     assert_eq!(batch["successful"][0]["id"], "a");
     assert!(batch["successful"][0]["message_id"].is_string());
-    assert_eq!(batch["failed"], json!([{"id": "b", "code": "ValidationError", "message": batch["failed"][0]["message"]}]));
-    assert!(batch["failed"][0]["message"].as_str().unwrap().contains("entries[1].body"));
+    assert_eq!(
+        batch["failed"],
+        json!([{"id": "b", "code": "ValidationError", "message": batch["failed"][0]["message"]}])
+    );
+    assert!(batch["failed"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("entries[1].body"));
 
-    let (status, peeked) = server.call(Method::GET, &path("/messages?state=visible&limit=2"), &t, None).await;
+    let (status, peeked) = server
+        .call(
+            Method::GET,
+            &path("/messages?state=visible&limit=2"),
+            &t,
+            None,
+        )
+        .await;
     assert_eq!(status, 200);
     assert_eq!(peeked["messages"].as_array().unwrap().len(), 2);
     assert!(peeked["messages"][0].get("receipt_handle").is_none());
 
     let (status, received) = server
-        .call(Method::POST, &path("/messages/receive"), &t, Some(json!({"max_messages": 10, "visibility_timeout_seconds": 60})))
+        .call(
+            Method::POST,
+            &path("/messages/receive"),
+            &t,
+            Some(json!({"max_messages": 10, "visibility_timeout_seconds": 60})),
+        )
         .await;
     assert_eq!(status, 200);
     let messages = received["messages"].as_array().unwrap().clone();
     assert_eq!(messages.len(), 3);
     let hello = messages.iter().find(|m| m["body"] == "hello").unwrap();
     assert_eq!(hello["message_id"], sent["message_id"]);
-    assert_eq!(hello["attributes"], json!({"n": {"type": "Number", "value": "42"}}));
+    assert_eq!(
+        hello["attributes"],
+        json!({"n": {"type": "Number", "value": "42"}})
+    );
     assert_eq!(hello["md5_of_attributes"], sent["md5_of_attributes"]);
     assert_eq!(hello["receive_count"], 1);
     assert_eq!(hello["group_id"], "g1");
@@ -119,37 +191,95 @@ async fn messages_send_receive_delete_visibility_peek_purge() {
 
     let (_, stats) = server.call(Method::GET, "/v1/queues/jobs", &t, None).await;
     assert_eq!(stats["stats"]["in_flight"], 3);
-    let (_, in_flight) = server.call(Method::GET, &path("/messages?state=in_flight"), &t, None).await;
+    let (_, in_flight) = server
+        .call(Method::GET, &path("/messages?state=in_flight"), &t, None)
+        .await;
     assert_eq!(in_flight["messages"].as_array().unwrap().len(), 3);
 
     let handle = |m: &Value| m["receipt_handle"].as_str().unwrap().to_owned();
     let h_hello = handle(hello);
     // Single delete, and again (retries are safe).
-    assert_eq!(server.call(Method::DELETE, &path(&format!("/messages/{h_hello}")), &t, None).await.0, 204);
-    assert_eq!(server.call(Method::DELETE, &path(&format!("/messages/{h_hello}")), &t, None).await.0, 204);
+    assert_eq!(
+        server
+            .call(
+                Method::DELETE,
+                &path(&format!("/messages/{h_hello}")),
+                &t,
+                None
+            )
+            .await
+            .0,
+        204
+    );
+    assert_eq!(
+        server
+            .call(
+                Method::DELETE,
+                &path(&format!("/messages/{h_hello}")),
+                &t,
+                None
+            )
+            .await
+            .0,
+        204
+    );
     assert_error(
         &server
-            .call(Method::PATCH, &path(&format!("/messages/{h_hello}")), &t, Some(json!({"visibility_timeout_seconds": 5})))
+            .call(
+                Method::PATCH,
+                &path(&format!("/messages/{h_hello}")),
+                &t,
+                Some(json!({"visibility_timeout_seconds": 5})),
+            )
             .await,
         410,
         "ReceiptHandleStale",
     );
-    assert_error(&server.call(Method::DELETE, &path("/messages/not-a-handle"), &t, None).await, 400, "ReceiptHandleInvalid");
+    assert_error(
+        &server
+            .call(Method::DELETE, &path("/messages/not-a-handle"), &t, None)
+            .await,
+        400,
+        "ReceiptHandleInvalid",
+    );
 
     // Visibility 0 makes a message receivable at once; its old handle is then stale.
     let one = messages.iter().find(|m| m["body"] == "one").unwrap();
     let h_one = handle(one);
     assert_eq!(
         server
-            .call(Method::PATCH, &path(&format!("/messages/{h_one}")), &t, Some(json!({"visibility_timeout_seconds": 0})))
+            .call(
+                Method::PATCH,
+                &path(&format!("/messages/{h_one}")),
+                &t,
+                Some(json!({"visibility_timeout_seconds": 0}))
+            )
             .await
             .0,
         204
     );
-    let (_, again) = server.call(Method::POST, &path("/messages/receive"), &t, Some(json!({}))).await;
+    let (_, again) = server
+        .call(
+            Method::POST,
+            &path("/messages/receive"),
+            &t,
+            Some(json!({})),
+        )
+        .await;
     assert_eq!(again["messages"][0]["body"], "one");
     assert_eq!(again["messages"][0]["receive_count"], 2);
-    assert_error(&server.call(Method::DELETE, &path(&format!("/messages/{h_one}")), &t, None).await, 410, "ReceiptHandleStale");
+    assert_error(
+        &server
+            .call(
+                Method::DELETE,
+                &path(&format!("/messages/{h_one}")),
+                &t,
+                None,
+            )
+            .await,
+        410,
+        "ReceiptHandleStale",
+    );
 
     let two = messages.iter().find(|m| m["body"] == "two").unwrap();
     let (status, vis) = server
@@ -166,7 +296,14 @@ async fn messages_send_receive_delete_visibility_peek_purge() {
     assert_eq!(vis["successful"], json!([{"id": "x"}]));
     assert_eq!(vis["failed"][0]["code"], "ReceiptHandleInvalid");
 
-    let (_, latest) = server.call(Method::POST, &path("/messages/receive"), &t, Some(json!({"max_messages": 10}))).await;
+    let (_, latest) = server
+        .call(
+            Method::POST,
+            &path("/messages/receive"),
+            &t,
+            Some(json!({"max_messages": 10})),
+        )
+        .await;
     let handles: Vec<Value> = latest["messages"]
         .as_array()
         .unwrap()
@@ -176,19 +313,49 @@ async fn messages_send_receive_delete_visibility_peek_purge() {
         .collect();
     let mut entries = handles.clone();
     entries.push(json!({"id": "old", "receipt_handle": h_one}));
-    let (status, deleted) = server.call(Method::POST, &path("/messages/delete"), &t, Some(json!({"entries": entries}))).await;
+    let (status, deleted) = server
+        .call(
+            Method::POST,
+            &path("/messages/delete"),
+            &t,
+            Some(json!({"entries": entries})),
+        )
+        .await;
     assert_eq!(status, 200);
-    assert_eq!(deleted["successful"].as_array().unwrap().len(), handles.len());
+    assert_eq!(
+        deleted["successful"].as_array().unwrap().len(),
+        handles.len()
+    );
     assert_eq!(deleted["failed"][0]["code"], "ReceiptHandleStale");
 
     // Purge removes what is left, whatever its state.
-    server.call(Method::POST, &path("/messages"), &t, Some(json!({"body": "later", "delay_seconds": 600}))).await;
-    server.call(Method::POST, &path("/messages"), &t, Some(json!({"body": "now"}))).await;
+    server
+        .call(
+            Method::POST,
+            &path("/messages"),
+            &t,
+            Some(json!({"body": "later", "delay_seconds": 600})),
+        )
+        .await;
+    server
+        .call(
+            Method::POST,
+            &path("/messages"),
+            &t,
+            Some(json!({"body": "now"})),
+        )
+        .await;
     let (_, before) = server.call(Method::GET, "/v1/queues/jobs", &t, None).await;
     assert_eq!(before["stats"]["delayed"], 1);
-    assert_eq!(server.call(Method::POST, &path("/purge"), &t, None).await.0, 204);
+    assert_eq!(
+        server.call(Method::POST, &path("/purge"), &t, None).await.0,
+        204
+    );
     let (_, after) = server.call(Method::GET, "/v1/queues/jobs", &t, None).await;
-    assert_eq!(after["stats"], json!({"visible": 0, "in_flight": 0, "delayed": 0, "oldest_age_seconds": null}));
+    assert_eq!(
+        after["stats"],
+        json!({"visible": 0, "in_flight": 0, "delayed": 0, "oldest_age_seconds": null})
+    );
 }
 
 #[tokio::test]
@@ -199,11 +366,20 @@ async fn long_poll_is_woken_by_a_send_and_times_out_empty() {
 
     let started = Instant::now();
     let (status, empty) = server
-        .call(Method::POST, "/v1/queues/wake/messages/receive", &t, Some(json!({"wait_seconds": 1})))
+        .call(
+            Method::POST,
+            "/v1/queues/wake/messages/receive",
+            &t,
+            Some(json!({"wait_seconds": 1})),
+        )
         .await;
     assert_eq!(status, 200);
     assert_eq!(empty["messages"], json!([]));
-    assert!(started.elapsed() >= Duration::from_millis(950), "waited {:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(950),
+        "waited {:?}",
+        started.elapsed()
+    );
 
     let waiter = {
         let request = server
@@ -217,10 +393,20 @@ async fn long_poll_is_woken_by_a_send_and_times_out_empty() {
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let sent_at = Instant::now();
-    server.call(Method::POST, "/v1/queues/wake/messages", &t, Some(json!({"body": "ping"}))).await;
+    server
+        .call(
+            Method::POST,
+            "/v1/queues/wake/messages",
+            &t,
+            Some(json!({"body": "ping"})),
+        )
+        .await;
     let (waited, answer) = waiter.await.unwrap();
     assert_eq!(answer["messages"][0]["body"], "ping");
-    assert!(waited < Duration::from_secs(5), "woken by the send, not the 20 s timeout: {waited:?}");
+    assert!(
+        waited < Duration::from_secs(5),
+        "woken by the send, not the 20 s timeout: {waited:?}"
+    );
     assert!(sent_at.elapsed() < Duration::from_secs(2));
 }
 
@@ -245,19 +431,56 @@ async fn request_ids_are_echoed_or_made() {
         .send()
         .await
         .unwrap();
-    let made = response.headers()["x-request-id"].to_str().unwrap().to_owned();
+    let made = response.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert_ne!(made, too_long);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["request_id"], made.as_str());
 
-    let response = server.client.get(server.url("/healthz")).send().await.unwrap();
+    let response = server
+        .client
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap();
     assert!(response.headers().contains_key("x-request-id"));
     assert_eq!(response.status(), 200);
-    assert_eq!(server.client.get(server.url("/readyz")).send().await.unwrap().status(), 200);
+    assert_eq!(
+        server
+            .client
+            .get(server.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
 
-    assert_error(&crate::harness::decode(server.client.get(server.url("/v2/nothing")).send().await.unwrap()).await, 404, "NotFound");
     assert_error(
-        &crate::harness::decode(server.client.post(server.url("/healthz")).send().await.unwrap()).await,
+        &crate::harness::decode(
+            server
+                .client
+                .get(server.url("/v2/nothing"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await,
+        404,
+        "NotFound",
+    );
+    assert_error(
+        &crate::harness::decode(
+            server
+                .client
+                .post(server.url("/healthz"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await,
         405,
         "MethodNotAllowed",
     );
@@ -267,8 +490,26 @@ async fn request_ids_are_echoed_or_made() {
 async fn max_depth_answers_429_with_retry_after() {
     let server = Server::start();
     let t = tenant_token("acme");
-    server.call(Method::PUT, "/v1/queues/small", &t, Some(json!({"max_depth": 1}))).await;
-    assert_eq!(server.call(Method::POST, "/v1/queues/small/messages", &t, Some(json!({"body": "1"}))).await.0, 201);
+    server
+        .call(
+            Method::PUT,
+            "/v1/queues/small",
+            &t,
+            Some(json!({"max_depth": 1})),
+        )
+        .await;
+    assert_eq!(
+        server
+            .call(
+                Method::POST,
+                "/v1/queues/small/messages",
+                &t,
+                Some(json!({"body": "1"}))
+            )
+            .await
+            .0,
+        201
+    );
     let response = server
         .request(Method::POST, "/v1/queues/small/messages", &t)
         .json(&json!({"body": "2"}))

@@ -23,7 +23,11 @@ async fn drain(server: &Server, token: &str) -> Vec<String> {
         if messages.is_empty() {
             return bodies;
         }
-        bodies.extend(messages.iter().map(|m| m["body"].as_str().unwrap().to_owned()));
+        bodies.extend(
+            messages
+                .iter()
+                .map(|m| m["body"].as_str().unwrap().to_owned()),
+        );
     }
 }
 
@@ -32,7 +36,9 @@ async fn every_acknowledged_send_survives_sigkill_mid_stream() {
     let dir = tempfile::tempdir().unwrap();
     let t = tenant_token("acme");
     let mut server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
-    server.call(Method::PUT, "/v1/queues/durable", &t, None).await;
+    server
+        .call(Method::PUT, "/v1/queues/durable", &t, None)
+        .await;
 
     let acknowledged = Arc::new(Mutex::new(Vec::new()));
     let mut producers = Vec::new();
@@ -51,7 +57,9 @@ async fn every_acknowledged_send_survives_sigkill_mid_stream() {
                     .send()
                     .await;
                 match sent {
-                    Ok(response) if response.status() == 201 => acknowledged.lock().unwrap().push(body),
+                    Ok(response) if response.status() == 201 => {
+                        acknowledged.lock().unwrap().push(body)
+                    }
                     _ => return,
                 }
             }
@@ -63,14 +71,26 @@ async fn every_acknowledged_send_survives_sigkill_mid_stream() {
         producer.await.unwrap();
     }
     let acknowledged: Vec<String> = acknowledged.lock().unwrap().clone();
-    assert!(acknowledged.len() > 50, "the stream was running: {} sends", acknowledged.len());
+    assert!(
+        acknowledged.len() > 50,
+        "the stream was running: {} sends",
+        acknowledged.len()
+    );
 
     let server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
     let received = drain(&server, &t).await;
     let received_set: HashSet<&String> = received.iter().collect();
     assert_eq!(received_set.len(), received.len(), "no message twice");
-    let lost: Vec<&String> = acknowledged.iter().filter(|b| !received_set.contains(b)).collect();
-    assert!(lost.is_empty(), "{} acknowledged sends lost, e.g. {:?}", lost.len(), &lost[..lost.len().min(5)]);
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|b| !received_set.contains(b))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged sends lost, e.g. {:?}",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
 }
 
 #[tokio::test]
@@ -79,20 +99,42 @@ async fn deletes_stay_deleted_and_in_flight_messages_come_back() {
     let t = tenant_token("acme");
     let mut server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
     server
-        .call(Method::PUT, "/v1/queues/durable", &t, Some(json!({"visibility_timeout_seconds": 600, "delay_seconds": 0})))
+        .call(
+            Method::PUT,
+            "/v1/queues/durable",
+            &t,
+            Some(json!({"visibility_timeout_seconds": 600, "delay_seconds": 0})),
+        )
         .await;
     for batch in 0..3 {
-        let entries: Vec<Value> = (0..10).map(|i| json!({"id": format!("m{i}"), "body": format!("b{batch}-{i}")})).collect();
+        let entries: Vec<Value> = (0..10)
+            .map(|i| json!({"id": format!("m{i}"), "body": format!("b{batch}-{i}")}))
+            .collect();
         let (status, _) = server
-            .call(Method::POST, "/v1/queues/durable/messages/batch", &t, Some(json!({"entries": entries})))
+            .call(
+                Method::POST,
+                "/v1/queues/durable/messages/batch",
+                &t,
+                Some(json!({"entries": entries})),
+            )
             .await;
         assert_eq!(status, 200);
     }
     let (_, got) = server
-        .call(Method::POST, "/v1/queues/durable/messages/receive", &t, Some(json!({"max_messages": 10})))
+        .call(
+            Method::POST,
+            "/v1/queues/durable/messages/receive",
+            &t,
+            Some(json!({"max_messages": 10})),
+        )
         .await;
     let (_, got2) = server
-        .call(Method::POST, "/v1/queues/durable/messages/receive", &t, Some(json!({"max_messages": 10})))
+        .call(
+            Method::POST,
+            "/v1/queues/durable/messages/receive",
+            &t,
+            Some(json!({"max_messages": 10})),
+        )
         .await;
     let mut in_flight: Vec<Value> = got["messages"].as_array().unwrap().clone();
     in_flight.extend(got2["messages"].as_array().unwrap().iter().cloned());
@@ -104,25 +146,43 @@ async fn deletes_stay_deleted_and_in_flight_messages_come_back() {
         .map(|(i, m)| json!({"id": format!("d{i}"), "receipt_handle": m["receipt_handle"]}))
         .collect();
     let (_, deleted) = server
-        .call(Method::POST, "/v1/queues/durable/messages/delete", &t, Some(json!({"entries": entries})))
+        .call(
+            Method::POST,
+            "/v1/queues/durable/messages/delete",
+            &t,
+            Some(json!({"entries": entries})),
+        )
         .await;
     assert_eq!(deleted["successful"].as_array().unwrap().len(), 10);
     let (_, config_change) = server
-        .call(Method::PATCH, "/v1/queues/durable", &t, Some(json!({"tags": {"survives": "yes"}})))
+        .call(
+            Method::PATCH,
+            "/v1/queues/durable",
+            &t,
+            Some(json!({"tags": {"survives": "yes"}})),
+        )
         .await;
     assert_eq!(config_change["config"]["tags"]["survives"], "yes");
 
     server.kill();
     let server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
-    let (_, queue) = server.call(Method::GET, "/v1/queues/durable", &t, None).await;
+    let (_, queue) = server
+        .call(Method::GET, "/v1/queues/durable", &t, None)
+        .await;
     assert_eq!(queue["config"]["tags"]["survives"], "yes");
     assert_eq!(queue["config"]["visibility_timeout_seconds"], 600);
-    assert_eq!(queue["stats"]["visible"], 20, "in-flight messages are visible again: {queue}");
+    assert_eq!(
+        queue["stats"]["visible"], 20,
+        "in-flight messages are visible again: {queue}"
+    );
     assert_eq!(queue["stats"]["in_flight"], 0);
     let received: HashSet<String> = drain(&server, &t).await.into_iter().collect();
     assert_eq!(received.len(), 20);
     for message in to_delete {
-        assert!(!received.contains(message["body"].as_str().unwrap()), "a deleted message came back");
+        assert!(
+            !received.contains(message["body"].as_str().unwrap()),
+            "a deleted message came back"
+        );
     }
     for message in kept_in_flight {
         assert!(received.contains(message["body"].as_str().unwrap()));

@@ -1,7 +1,9 @@
 //! `/v1/admin/*`: tenants and token minting (scope `admin`).
 
 use crate::auth::{Caller, Scope};
-use crate::dto::{rfc3339, CreateTenant, MintToken, MintedToken, PageQuery, Tenant, TenantList, UpdateTenant};
+use crate::dto::{
+    rfc3339, CreateTenant, MintToken, MintedToken, PageQuery, Tenant, TenantList, UpdateTenant,
+};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Json, PathParams, Query};
 use crate::state::AppState;
@@ -20,7 +22,10 @@ pub async fn create_tenant(
     Json(body, ..): Json<CreateTenant>,
 ) -> Result<(StatusCode, axum::Json<Tenant>), ApiError> {
     caller.require_admin()?;
-    let record = state.services.create_tenant(&body.id, body.quotas.into()).await?;
+    let record = state
+        .services
+        .create_tenant(&body.id, body.quotas.into())
+        .await?;
     Ok((StatusCode::CREATED, axum::Json(record.into())))
 }
 
@@ -35,7 +40,10 @@ pub async fn list_tenants(
     Query(query): Query<PageQuery>,
 ) -> Result<axum::Json<TenantList>, ApiError> {
     caller.require_admin()?;
-    let page = state.services.list_tenants(query.limit, query.next_token.as_deref()).await?;
+    let page = state
+        .services
+        .list_tenants(query.limit, query.next_token.as_deref())
+        .await?;
     Ok(axum::Json(TenantList {
         tenants: page.tenants.into_iter().map(Tenant::from).collect(),
         next_token: page.next_token,
@@ -70,7 +78,13 @@ pub async fn update_tenant(
     Json(body, ..): Json<UpdateTenant>,
 ) -> Result<axum::Json<Tenant>, ApiError> {
     caller.require_admin()?;
-    Ok(axum::Json(state.services.update_tenant(&id, body.quotas.into()).await?.into()))
+    Ok(axum::Json(
+        state
+            .services
+            .update_tenant(&id, body.quotas.into())
+            .await?
+            .into(),
+    ))
 }
 
 /// Deletes a tenant and all its resources.
@@ -109,10 +123,14 @@ pub async fn mint_token(
         let field = format!("scopes[{index}]");
         match Scope::parse(name) {
             Some(Scope::Admin) => {
-                return Err(ServiceError::invalid(field, "a minted token cannot carry admin").into())
+                return Err(
+                    ServiceError::invalid(field, "a minted token cannot carry admin").into(),
+                )
             }
             Some(scope) => scopes.push(scope),
-            None => return Err(ServiceError::invalid(field, format!("unknown scope {name:?}")).into()),
+            None => {
+                return Err(ServiceError::invalid(field, format!("unknown scope {name:?}")).into())
+            }
         }
     }
     if scopes.is_empty() {
@@ -120,7 +138,11 @@ pub async fn mint_token(
     }
     let ttl = body.ttl_seconds.unwrap_or(3600);
     if !(60..=31_536_000).contains(&ttl) {
-        return Err(ServiceError::invalid("ttl_seconds", format!("must be between 60 and 31536000, got {ttl}")).into());
+        return Err(ServiceError::invalid(
+            "ttl_seconds",
+            format!("must be between 60 and 31536000, got {ttl}"),
+        )
+        .into());
     }
     if !state.auth.can_mint() {
         return Err(ServiceError::Conflict(

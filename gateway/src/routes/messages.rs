@@ -109,7 +109,10 @@ pub async fn delete_message(
     PathParams((queue, handle)): PathParams<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let tenant = caller.tenant_with(Scope::MessagesConsume)?;
-    state.services.delete_message(tenant, &queue, &handle).await?;
+    state
+        .services
+        .delete_message(tenant, &queue, &handle)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -196,7 +199,10 @@ pub async fn change_visibility_batch(
             visibility_timeout_seconds: e.visibility_timeout_seconds,
         })
         .collect();
-    let outcome = state.services.change_visibility_batch(tenant, &queue, entries).await?;
+    let outcome = state
+        .services
+        .change_visibility_batch(tenant, &queue, entries)
+        .await?;
     Ok(axum::Json(batch_output(outcome)))
 }
 
@@ -219,7 +225,10 @@ pub async fn peek(
         PeekState::InFlight => MessageState::InFlight,
         PeekState::Delayed => MessageState::Delayed,
     };
-    let messages = state.services.peek(tenant, &queue, message_state, query.limit).await?;
+    let messages = state
+        .services
+        .peek(tenant, &queue, message_state, query.limit)
+        .await?;
     Ok(axum::Json(MessageList {
         messages: messages.into_iter().map(Message::from).collect(),
     }))

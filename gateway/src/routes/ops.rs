@@ -8,7 +8,9 @@ use axum::http::StatusCode;
 /// The process is alive.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = Health)))]
 pub async fn healthz() -> axum::Json<Health> {
-    axum::Json(Health { status: "ok".into() })
+    axum::Json(Health {
+        status: "ok".into(),
+    })
 }
 
 /// The store is reachable.
@@ -16,10 +18,17 @@ pub async fn healthz() -> axum::Json<Health> {
     responses((status = 200, body = Health), (status = 503, description = "The store is unreachable", body = Health)))]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<Health>) {
     match state.services.ready().await {
-        Ok(()) => (StatusCode::OK, axum::Json(Health { status: "ok".into() })),
+        Ok(()) => (
+            StatusCode::OK,
+            axum::Json(Health {
+                status: "ok".into(),
+            }),
+        ),
         Err(error) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(Health { status: error.to_string() }),
+            axum::Json(Health {
+                status: error.to_string(),
+            }),
         ),
     }
 }

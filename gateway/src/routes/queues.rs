@@ -9,7 +9,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 
-const READ_SCOPES: [Scope; 3] = [Scope::QueuesManage, Scope::MessagesSend, Scope::MessagesConsume];
+const READ_SCOPES: [Scope; 3] = [
+    Scope::QueuesManage,
+    Scope::MessagesSend,
+    Scope::MessagesConsume,
+];
 
 /// Creates a queue, or replaces its whole configuration (omitted fields reset to defaults).
 #[utoipa::path(put, path = "/v1/queues/{queue}", tag = "queues",
@@ -28,8 +32,15 @@ pub async fn put_queue(
     Json(input, ..): Json<QueueConfigInput, SmallLimit, true>,
 ) -> Result<impl IntoResponse, ApiError> {
     let tenant = caller.tenant_with(Scope::QueuesManage)?;
-    let (view, created) = state.services.put_queue(tenant, &queue, input.into()).await?;
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    let (view, created) = state
+        .services
+        .put_queue(tenant, &queue, input.into())
+        .await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     Ok((status, axum::Json(Queue::from(view))))
 }
 
@@ -47,7 +58,10 @@ pub async fn patch_queue(
     Json(input, ..): Json<QueueConfigInput, SmallLimit, true>,
 ) -> Result<axum::Json<Queue>, ApiError> {
     let tenant = caller.tenant_with(Scope::QueuesManage)?;
-    let view = state.services.patch_queue(tenant, &queue, input.into()).await?;
+    let view = state
+        .services
+        .patch_queue(tenant, &queue, input.into())
+        .await?;
     Ok(axum::Json(view.into()))
 }
 
@@ -63,7 +77,9 @@ pub async fn get_queue(
     PathParams(queue): PathParams<String>,
 ) -> Result<axum::Json<Queue>, ApiError> {
     let tenant = caller.tenant_with_any(&READ_SCOPES)?;
-    Ok(axum::Json(state.services.get_queue(tenant, &queue).await?.into()))
+    Ok(axum::Json(
+        state.services.get_queue(tenant, &queue).await?.into(),
+    ))
 }
 
 /// The tenant's queues, by name.

@@ -35,17 +35,27 @@ fn bodies(messages: &[MessageView]) -> Vec<&str> {
 }
 
 fn handle(message: &MessageView) -> String {
-    message.receipt_handle.clone().expect("a received message carries a handle")
+    message
+        .receipt_handle
+        .clone()
+        .expect("a received message carries a handle")
 }
 
 impl Ctx {
     async fn queue(&self, name: &str, patch: QueueConfigPatch) {
-        let (_, created) = self.services.put_queue(&self.tenant, name, patch).await.unwrap();
+        let (_, created) = self
+            .services
+            .put_queue(&self.tenant, name, patch)
+            .await
+            .unwrap();
         assert!(created, "{name} should be new");
     }
 
     async fn send(&self, queue: &str, body: &str) {
-        self.services.send(&self.tenant, queue, text(body)).await.unwrap();
+        self.services
+            .send(&self.tenant, queue, text(body))
+            .await
+            .unwrap();
     }
 
     async fn receive(&self, queue: &str, max: u32, visibility: u32) -> Vec<MessageView> {
@@ -98,14 +108,27 @@ pub async fn send_receive_delete(ctx: Ctx) {
     assert_eq!(one.md5_of_attributes, sent.md5_of_attributes);
     assert_eq!(one.receive_count, 1);
     assert_eq!(one.sent_at, crate::START);
-    assert!(got.iter().all(|m| m.md5_of_body == sluice_services::md5_of_body(&m.body)));
-    assert!(got.iter().find(|m| m.body == "two").unwrap().md5_of_attributes.is_none());
+    assert!(got
+        .iter()
+        .all(|m| m.md5_of_body == sluice_services::md5_of_body(&m.body)));
+    assert!(got
+        .iter()
+        .find(|m| m.body == "two")
+        .unwrap()
+        .md5_of_attributes
+        .is_none());
 
     for message in &got {
-        ctx.services.delete_message(&ctx.tenant, "q", &handle(message)).await.unwrap();
+        ctx.services
+            .delete_message(&ctx.tenant, "q", &handle(message))
+            .await
+            .unwrap();
     }
     ctx.clock.advance(31 * SECOND);
-    assert!(ctx.receive("q", 10, 30).await.is_empty(), "deleted messages never come back");
+    assert!(
+        ctx.receive("q", 10, 30).await.is_empty(),
+        "deleted messages never come back"
+    );
     assert_eq!(ctx.stats("q").await, (0, 0, 0));
 }
 
@@ -119,9 +142,15 @@ pub async fn visibility_expiry_redelivers_with_counts(ctx: Ctx) {
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].receive_count, 1);
     assert_eq!(first[0].first_received_at, Some(crate::START + 2 * SECOND));
-    assert!(ctx.receive("q", 1, 30).await.is_empty(), "hidden while in flight");
+    assert!(
+        ctx.receive("q", 1, 30).await.is_empty(),
+        "hidden while in flight"
+    );
     ctx.clock.advance(30 * SECOND - 1);
-    assert!(ctx.receive("q", 1, 30).await.is_empty(), "hidden until the timeout ends");
+    assert!(
+        ctx.receive("q", 1, 30).await.is_empty(),
+        "hidden until the timeout ends"
+    );
     ctx.clock.advance(1);
     let second = ctx.receive("q", 1, 30).await;
     assert_eq!(second.len(), 1, "visible again once the timeout ends");
@@ -159,11 +188,20 @@ pub async fn change_visibility_extends_and_zero_makes_visible(ctx: Ctx) {
     ctx.send("q", "m").await;
     let got = ctx.receive("q", 1, 10).await;
     let h = handle(&got[0]);
-    ctx.services.change_visibility(&ctx.tenant, "q", &h, 100).await.unwrap();
+    ctx.services
+        .change_visibility(&ctx.tenant, "q", &h, 100)
+        .await
+        .unwrap();
     ctx.clock.advance(50 * SECOND);
-    assert!(ctx.receive("q", 1, 10).await.is_empty(), "extended past the original 10 s");
+    assert!(
+        ctx.receive("q", 1, 10).await.is_empty(),
+        "extended past the original 10 s"
+    );
     assert_eq!(ctx.stats("q").await, (0, 1, 0));
-    ctx.services.change_visibility(&ctx.tenant, "q", &h, 0).await.unwrap();
+    ctx.services
+        .change_visibility(&ctx.tenant, "q", &h, 0)
+        .await
+        .unwrap();
     assert_eq!(ctx.stats("q").await, (1, 0, 0));
     let again = ctx.receive("q", 1, 10).await;
     assert_eq!(again.len(), 1);
@@ -215,28 +253,43 @@ pub async fn receipt_handles_stale_invalid_and_idempotent_delete(ctx: Ctx) {
             "{bad:?}"
         );
         assert_eq!(
-            ctx.services.change_visibility(&ctx.tenant, "q", bad, 1).await,
+            ctx.services
+                .change_visibility(&ctx.tenant, "q", bad, 1)
+                .await,
             Err(ServiceError::ReceiptHandleInvalid)
         );
     }
 
     // After the timeout, before a redelivery, the handle still works.
     ctx.clock.advance(6 * SECOND);
-    ctx.services.change_visibility(&ctx.tenant, "q", &first, 0).await.unwrap();
+    ctx.services
+        .change_visibility(&ctx.tenant, "q", &first, 0)
+        .await
+        .unwrap();
     let second = handle(&ctx.receive("q", 1, 5).await[0]);
     assert_eq!(
         ctx.services.delete_message(&ctx.tenant, "q", &first).await,
         Err(ServiceError::ReceiptHandleStale)
     );
     assert_eq!(
-        ctx.services.change_visibility(&ctx.tenant, "q", &first, 0).await,
+        ctx.services
+            .change_visibility(&ctx.tenant, "q", &first, 0)
+            .await,
         Err(ServiceError::ReceiptHandleStale)
     );
     ctx.clock.advance(6 * SECOND);
-    ctx.services.delete_message(&ctx.tenant, "q", &second).await.unwrap();
-    ctx.services.delete_message(&ctx.tenant, "q", &second).await.unwrap();
+    ctx.services
+        .delete_message(&ctx.tenant, "q", &second)
+        .await
+        .unwrap();
+    ctx.services
+        .delete_message(&ctx.tenant, "q", &second)
+        .await
+        .unwrap();
     assert_eq!(
-        ctx.services.change_visibility(&ctx.tenant, "q", &second, 0).await,
+        ctx.services
+            .change_visibility(&ctx.tenant, "q", &second, 0)
+            .await,
         Err(ServiceError::ReceiptHandleStale)
     );
     assert!(ctx.receive("q", 1, 5).await.is_empty());
@@ -259,10 +312,17 @@ pub async fn retention_expires_messages(ctx: Ctx) {
     assert_eq!(bodies(&got), ["old", "young"]);
     ctx.clock.advance(30 * SECOND);
     let got = ctx.receive("q", 10, 5).await;
-    assert_eq!(bodies(&got), ["young"], "the first message's retention ended at 60 s");
+    assert_eq!(
+        bodies(&got),
+        ["young"],
+        "the first message's retention ended at 60 s"
+    );
     ctx.clock.advance(30 * SECOND);
     let expired = ctx.engine.expire(ctx.clock.now()).await.unwrap();
-    assert!(expired <= 1, "at most the young message remained to expire, got {expired}");
+    assert!(
+        expired <= 1,
+        "at most the young message remained to expire, got {expired}"
+    );
     assert_eq!(ctx.stats("q").await, (0, 0, 0));
     assert!(ctx.receive("q", 10, 5).await.is_empty());
     let view = ctx.services.get_queue(&ctx.tenant, "q").await.unwrap();
@@ -324,7 +384,9 @@ pub async fn queue_delay_and_message_delay(ctx: Ctx) {
             },
         )
         .await;
-    assert!(matches!(too_long, Err(ServiceError::Validation { ref field, .. }) if field == "delay_seconds"));
+    assert!(
+        matches!(too_long, Err(ServiceError::Validation { ref field, .. }) if field == "delay_seconds")
+    );
 }
 
 /// `deliver_at` schedules delivery at an absolute time; a past time delivers now; combined
@@ -348,7 +410,12 @@ pub async fn deliver_at_schedules_delivery(ctx: Ctx) {
             .await
             .unwrap();
     }
-    assert_eq!(bodies(&ctx.receive("q", 10, 30).await), ["in-the-past"]);
+    let now = ctx.receive("q", 10, 30).await;
+    assert_eq!(bodies(&now), ["in-the-past"]);
+    ctx.services
+        .delete_message(&ctx.tenant, "q", &handle(&now[0]))
+        .await
+        .unwrap();
     ctx.clock.advance(3600 * SECOND - 1);
     assert!(ctx.receive("q", 10, 30).await.is_empty());
     ctx.clock.advance(1);
@@ -378,7 +445,9 @@ pub async fn deliver_at_schedules_delivery(ctx: Ctx) {
             },
         )
         .await;
-    assert!(matches!(beyond_retention, Err(ServiceError::Validation { ref field, .. }) if field == "deliver_at"));
+    assert!(
+        matches!(beyond_retention, Err(ServiceError::Validation { ref field, .. }) if field == "deliver_at")
+    );
 }
 
 /// Formats epoch milliseconds as RFC 3339 UTC without a date library (civil-from-days).
@@ -410,7 +479,14 @@ pub async fn purge_removes_every_state(ctx: Ctx) {
     ctx.send("q", "in-flight").await;
     ctx.receive("q", 1, 30).await;
     ctx.services
-        .send(&ctx.tenant, "q", SendRequest { delay_seconds: Some(60), ..text("delayed") })
+        .send(
+            &ctx.tenant,
+            "q",
+            SendRequest {
+                delay_seconds: Some(60),
+                ..text("delayed")
+            },
+        )
         .await
         .unwrap();
     assert_eq!(ctx.stats("q").await, (1, 1, 1));
@@ -434,7 +510,10 @@ pub async fn delete_queue_removes_messages_and_handles(ctx: Ctx) {
     ctx.send("q", "n").await;
     let old = handle(&ctx.receive("q", 1, 30).await[0]);
     ctx.services.delete_queue(&ctx.tenant, "q").await.unwrap();
-    assert_eq!(ctx.services.get_queue(&ctx.tenant, "q").await, Err(ServiceError::QueueNotFound));
+    assert_eq!(
+        ctx.services.get_queue(&ctx.tenant, "q").await,
+        Err(ServiceError::QueueNotFound)
+    );
     assert_eq!(
         ctx.services.send(&ctx.tenant, "q", text("x")).await,
         Err(ServiceError::QueueNotFound)
@@ -462,7 +541,14 @@ pub async fn stats_count_each_state(ctx: Ctx) {
     }
     ctx.clock.advance(10 * SECOND);
     ctx.services
-        .send(&ctx.tenant, "q", SendRequest { delay_seconds: Some(30), ..text("d") })
+        .send(
+            &ctx.tenant,
+            "q",
+            SendRequest {
+                delay_seconds: Some(30),
+                ..text("d")
+            },
+        )
         .await
         .unwrap();
     ctx.receive("q", 3, 30).await;
@@ -472,7 +558,11 @@ pub async fn stats_count_each_state(ctx: Ctx) {
         (1, 3, 1)
     );
     assert_eq!(view.oldest_age_seconds, Some(10));
-    let listed = ctx.services.list_queues(&ctx.tenant, "", None, None).await.unwrap();
+    let listed = ctx
+        .services
+        .list_queues(&ctx.tenant, "", None, None)
+        .await
+        .unwrap();
     assert_eq!(listed.queues[0].stats, view.stats);
 }
 
@@ -518,12 +608,18 @@ pub async fn long_poll_answers_empty_after_wait(ctx: Ctx) {
     let services = ctx.services.clone();
     let tenant = ctx.tenant.clone();
     // The queue's receive_wait_seconds is the default wait.
-    let waiting =
-        tokio::spawn(async move { services.receive(&tenant, "q", ReceiveRequest::default()).await });
+    let waiting = tokio::spawn(async move {
+        services
+            .receive(&tenant, "q", ReceiveRequest::default())
+            .await
+    });
     tokio::time::sleep(Duration::from_millis(100)).await;
     ctx.clock.advance(5 * SECOND - 1);
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!waiting.is_finished(), "still waiting before wait_seconds have passed");
+    assert!(
+        !waiting.is_finished(),
+        "still waiting before wait_seconds have passed"
+    );
     ctx.clock.advance(1);
     let got = tokio::time::timeout(Duration::from_secs(5), waiting)
         .await
@@ -537,14 +633,28 @@ pub async fn long_poll_answers_empty_after_wait(ctx: Ctx) {
 pub async fn long_poll_returns_a_delayed_message_when_its_delay_ends(ctx: Ctx) {
     ctx.queue("q", QueueConfigPatch::default()).await;
     ctx.services
-        .send(&ctx.tenant, "q", SendRequest { delay_seconds: Some(3), ..text("later") })
+        .send(
+            &ctx.tenant,
+            "q",
+            SendRequest {
+                delay_seconds: Some(3),
+                ..text("later")
+            },
+        )
         .await
         .unwrap();
     let services = ctx.services.clone();
     let tenant = ctx.tenant.clone();
     let waiting = tokio::spawn(async move {
         services
-            .receive(&tenant, "q", ReceiveRequest { wait_seconds: Some(20), ..ReceiveRequest::default() })
+            .receive(
+                &tenant,
+                "q",
+                ReceiveRequest {
+                    wait_seconds: Some(20),
+                    ..ReceiveRequest::default()
+                },
+            )
             .await
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -577,7 +687,14 @@ pub async fn put_replaces_config_and_keeps_messages(ctx: Ctx) {
     assert!(created);
     assert_eq!(first.config.visibility_timeout_seconds, 99);
     ctx.services
-        .send(&ctx.tenant, "q", SendRequest { delay_seconds: Some(0), ..text("kept") })
+        .send(
+            &ctx.tenant,
+            "q",
+            SendRequest {
+                delay_seconds: Some(0),
+                ..text("kept")
+            },
+        )
         .await
         .unwrap();
     ctx.clock.advance(SECOND);
@@ -596,7 +713,10 @@ pub async fn put_replaces_config_and_keeps_messages(ctx: Ctx) {
     assert!(!created);
     assert_eq!(second.created_at, first.created_at);
     assert_eq!(second.updated_at, crate::START + SECOND);
-    assert_eq!(second.config.visibility_timeout_seconds, 30, "reset to its default");
+    assert_eq!(
+        second.config.visibility_timeout_seconds, 30,
+        "reset to its default"
+    );
     assert_eq!(second.config.delay_seconds, 0);
     assert_eq!(second.config.receive_wait_seconds, 3);
     assert_eq!(second.stats.visible, 1);
@@ -643,7 +763,9 @@ pub async fn patch_changes_only_given_fields(ctx: Ctx) {
         .unwrap();
     assert_eq!(cleared.config.max_depth, None);
     assert_eq!(
-        ctx.services.patch_queue(&ctx.tenant, "missing", QueueConfigPatch::default()).await,
+        ctx.services
+            .patch_queue(&ctx.tenant, "missing", QueueConfigPatch::default())
+            .await,
         Err(ServiceError::QueueNotFound)
     );
 }
@@ -654,12 +776,23 @@ pub async fn list_queues_pages_by_name_with_prefix(ctx: Ctx) {
         ctx.queue(name, QueueConfigPatch::default()).await;
     }
     let names = |page: &sluice_services::QueuePage| {
-        page.queues.iter().map(|q| q.name.as_str().to_owned()).collect::<Vec<_>>()
+        page.queues
+            .iter()
+            .map(|q| q.name.as_str().to_owned())
+            .collect::<Vec<_>>()
     };
-    let all = ctx.services.list_queues(&ctx.tenant, "", None, None).await.unwrap();
+    let all = ctx
+        .services
+        .list_queues(&ctx.tenant, "", None, None)
+        .await
+        .unwrap();
     assert_eq!(names(&all), ["a-1", "b-1", "b-2", "b-3", "c"]);
     assert_eq!(all.next_token, None);
-    let first = ctx.services.list_queues(&ctx.tenant, "b-", Some(2), None).await.unwrap();
+    let first = ctx
+        .services
+        .list_queues(&ctx.tenant, "b-", Some(2), None)
+        .await
+        .unwrap();
     assert_eq!(names(&first), ["b-1", "b-2"]);
     let token = first.next_token.clone().expect("a second page");
     let second = ctx
@@ -670,7 +803,11 @@ pub async fn list_queues_pages_by_name_with_prefix(ctx: Ctx) {
     assert_eq!(names(&second), ["b-3"]);
     assert_eq!(second.next_token, None);
     for bad in [Some(0), Some(1001)] {
-        assert!(ctx.services.list_queues(&ctx.tenant, "", bad, None).await.is_err());
+        assert!(ctx
+            .services
+            .list_queues(&ctx.tenant, "", bad, None)
+            .await
+            .is_err());
     }
     assert!(matches!(
         ctx.services.list_queues(&ctx.tenant, "", None, Some("not-ours")).await,
@@ -685,29 +822,57 @@ pub async fn tenants_cannot_reach_each_others_queues(ctx: Ctx) {
     let mine = handle(&ctx.receive("shared-name", 1, 0).await[0]);
     let other: &TenantId = &ctx.other_tenant;
     let s = &ctx.services;
-    assert_eq!(s.get_queue(other, "shared-name").await, Err(ServiceError::QueueNotFound));
-    assert!(s.list_queues(other, "", None, None).await.unwrap().queues.is_empty());
-    assert_eq!(s.send(other, "shared-name", text("x")).await, Err(ServiceError::QueueNotFound));
+    assert_eq!(
+        s.get_queue(other, "shared-name").await,
+        Err(ServiceError::QueueNotFound)
+    );
+    assert!(s
+        .list_queues(other, "", None, None)
+        .await
+        .unwrap()
+        .queues
+        .is_empty());
+    assert_eq!(
+        s.send(other, "shared-name", text("x")).await,
+        Err(ServiceError::QueueNotFound)
+    );
     assert_eq!(
         s.receive(other, "shared-name", receive_n(10, 0)).await,
         Err(ServiceError::QueueNotFound)
     );
     assert_eq!(
-        s.peek(other, "shared-name", MessageState::Visible, None).await,
+        s.peek(other, "shared-name", MessageState::Visible, None)
+            .await,
         Err(ServiceError::QueueNotFound)
     );
-    assert_eq!(s.purge_queue(other, "shared-name").await, Err(ServiceError::QueueNotFound));
-    assert_eq!(s.delete_message(other, "shared-name", &mine).await, Err(ServiceError::QueueNotFound));
-    assert_eq!(s.delete_queue(other, "shared-name").await, Err(ServiceError::QueueNotFound));
+    assert_eq!(
+        s.purge_queue(other, "shared-name").await,
+        Err(ServiceError::QueueNotFound)
+    );
+    assert_eq!(
+        s.delete_message(other, "shared-name", &mine).await,
+        Err(ServiceError::QueueNotFound)
+    );
+    assert_eq!(
+        s.delete_queue(other, "shared-name").await,
+        Err(ServiceError::QueueNotFound)
+    );
 
     // The other tenant's own queue of the same name is a different queue.
-    let (_, created) = s.put_queue(other, "shared-name", QueueConfigPatch::default()).await.unwrap();
+    let (_, created) = s
+        .put_queue(other, "shared-name", QueueConfigPatch::default())
+        .await
+        .unwrap();
     assert!(created);
     assert_eq!(
         s.delete_message(other, "shared-name", &mine).await,
         Err(ServiceError::ReceiptHandleInvalid)
     );
-    assert!(s.receive(other, "shared-name", receive_n(10, 0)).await.unwrap().is_empty());
+    assert!(s
+        .receive(other, "shared-name", receive_n(10, 0))
+        .await
+        .unwrap()
+        .is_empty());
     assert_eq!(bodies(&ctx.receive("shared-name", 10, 0).await), ["secret"]);
 }
 
@@ -729,8 +894,14 @@ pub async fn max_depth_refuses_excess_sends(ctx: Ctx) {
             &ctx.tenant,
             "q",
             vec![
-                SendEntry { id: "a".into(), message: text("3") },
-                SendEntry { id: "b".into(), message: text("4") },
+                SendEntry {
+                    id: "a".into(),
+                    message: text("3"),
+                },
+                SendEntry {
+                    id: "b".into(),
+                    message: text("4"),
+                },
             ],
         )
         .await
@@ -738,14 +909,20 @@ pub async fn max_depth_refuses_excess_sends(ctx: Ctx) {
     assert_eq!(batch.successful.len(), 1);
     assert_eq!(batch.failed.len(), 1);
     assert_eq!(batch.failed[0].error, ServiceError::QueueFull);
-    assert_eq!(ctx.services.send(&ctx.tenant, "q", text("5")).await, Err(ServiceError::QueueFull));
+    assert_eq!(
+        ctx.services.send(&ctx.tenant, "q", text("5")).await,
+        Err(ServiceError::QueueFull)
+    );
     let got = ctx.receive("q", 1, 30).await;
     assert_eq!(
         ctx.services.send(&ctx.tenant, "q", text("6")).await,
         Err(ServiceError::QueueFull),
         "in-flight messages count towards the depth"
     );
-    ctx.services.delete_message(&ctx.tenant, "q", &handle(&got[0])).await.unwrap();
+    ctx.services
+        .delete_message(&ctx.tenant, "q", &handle(&got[0]))
+        .await
+        .unwrap();
     ctx.send("q", "7").await;
 }
 
@@ -765,44 +942,87 @@ pub async fn batch_entries_fail_alone(ctx: Ctx) {
             &ctx.tenant,
             "q",
             vec![
-                SendEntry { id: "good".into(), message: text("fine") },
-                SendEntry { id: "empty".into(), message: text("") },
-                SendEntry { id: "big".into(), message: text(&"x".repeat(1025)) },
-                SendEntry { id: "exact".into(), message: text(&"y".repeat(1024)) },
+                SendEntry {
+                    id: "good".into(),
+                    message: text("fine"),
+                },
+                SendEntry {
+                    id: "empty".into(),
+                    message: text(""),
+                },
+                SendEntry {
+                    id: "big".into(),
+                    message: text(&"x".repeat(1025)),
+                },
+                SendEntry {
+                    id: "exact".into(),
+                    message: text(&"y".repeat(1024)),
+                },
             ],
         )
         .await
         .unwrap();
     let ok: Vec<&str> = batch.successful.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ok, ["good", "exact"]);
-    let failed: BTreeMap<&str, &ServiceError> =
-        batch.failed.iter().map(|f| (f.id.as_str(), &f.error)).collect();
-    assert!(matches!(failed["empty"], ServiceError::Validation { field, .. } if field == "entries[1].body"));
+    let failed: BTreeMap<&str, &ServiceError> = batch
+        .failed
+        .iter()
+        .map(|f| (f.id.as_str(), &f.error))
+        .collect();
+    assert!(
+        matches!(failed["empty"], ServiceError::Validation { field, .. } if field == "entries[1].body")
+    );
     assert!(matches!(failed["big"], ServiceError::PayloadTooLarge(_)));
     assert_eq!(ctx.stats("q").await, (2, 0, 0));
 
     for ids in [vec!["a", "a"], vec!["a", "b c"], vec![]] {
         let entries = ids
             .iter()
-            .map(|id| SendEntry { id: (*id).into(), message: text("m") })
+            .map(|id| SendEntry {
+                id: (*id).into(),
+                message: text("m"),
+            })
             .collect();
         assert!(matches!(
             ctx.services.send_batch(&ctx.tenant, "q", entries).await,
             Err(ServiceError::Validation { .. })
         ));
     }
-    let eleven = (0..11).map(|i| SendEntry { id: format!("e{i}"), message: text("m") }).collect();
-    assert!(ctx.services.send_batch(&ctx.tenant, "q", eleven).await.is_err());
-    assert_eq!(ctx.stats("q").await, (2, 0, 0), "refused batches change nothing");
+    let eleven = (0..11)
+        .map(|i| SendEntry {
+            id: format!("e{i}"),
+            message: text("m"),
+        })
+        .collect();
+    assert!(ctx
+        .services
+        .send_batch(&ctx.tenant, "q", eleven)
+        .await
+        .is_err());
+    assert_eq!(
+        ctx.stats("q").await,
+        (2, 0, 0),
+        "refused batches change nothing"
+    );
 
     let got = ctx.receive("q", 10, 30).await;
     let mut entries: Vec<DeleteEntry> = got
         .iter()
         .enumerate()
-        .map(|(i, m)| DeleteEntry { id: format!("d{i}"), receipt_handle: handle(m) })
+        .map(|(i, m)| DeleteEntry {
+            id: format!("d{i}"),
+            receipt_handle: handle(m),
+        })
         .collect();
-    entries.push(DeleteEntry { id: "junk".into(), receipt_handle: "junk".into() });
-    let deleted = ctx.services.delete_batch(&ctx.tenant, "q", entries).await.unwrap();
+    entries.push(DeleteEntry {
+        id: "junk".into(),
+        receipt_handle: "junk".into(),
+    });
+    let deleted = ctx
+        .services
+        .delete_batch(&ctx.tenant, "q", entries)
+        .await
+        .unwrap();
     assert_eq!(deleted.successful.len(), 2);
     assert_eq!(deleted.failed.len(), 1);
     assert_eq!(deleted.failed[0].error, ServiceError::ReceiptHandleInvalid);
@@ -816,30 +1036,72 @@ pub async fn peek_changes_nothing(ctx: Ctx) {
     ctx.send("q", "b").await;
     ctx.send("q", "c").await;
     ctx.services
-        .send(&ctx.tenant, "q", SendRequest { delay_seconds: Some(60), ..text("d") })
+        .send(
+            &ctx.tenant,
+            "q",
+            SendRequest {
+                delay_seconds: Some(60),
+                ..text("d")
+            },
+        )
         .await
         .unwrap();
-    let peeked = ctx.services.peek(&ctx.tenant, "q", MessageState::Visible, None).await.unwrap();
-    assert_eq!(peeked.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
-    assert!(peeked.iter().all(|m| m.receipt_handle.is_none() && m.receive_count == 0));
-    let limited = ctx.services.peek(&ctx.tenant, "q", MessageState::Visible, Some(2)).await.unwrap();
+    let peeked = ctx
+        .services
+        .peek(&ctx.tenant, "q", MessageState::Visible, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        peeked.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(),
+        ["a", "b", "c"]
+    );
+    assert!(peeked
+        .iter()
+        .all(|m| m.receipt_handle.is_none() && m.receive_count == 0));
+    let limited = ctx
+        .services
+        .peek(&ctx.tenant, "q", MessageState::Visible, Some(2))
+        .await
+        .unwrap();
     assert_eq!(limited.len(), 2);
-    let delayed = ctx.services.peek(&ctx.tenant, "q", MessageState::Delayed, None).await.unwrap();
+    let delayed = ctx
+        .services
+        .peek(&ctx.tenant, "q", MessageState::Delayed, None)
+        .await
+        .unwrap();
     assert_eq!(bodies(&delayed), ["d"]);
     assert_eq!(ctx.stats("q").await, (3, 0, 1));
     let got = ctx.receive("q", 1, 30).await;
-    assert_eq!(got[0].receive_count, 1, "peeking did not count as a delivery");
-    let in_flight = ctx.services.peek(&ctx.tenant, "q", MessageState::InFlight, None).await.unwrap();
+    assert_eq!(
+        got[0].receive_count, 1,
+        "peeking did not count as a delivery"
+    );
+    let in_flight = ctx
+        .services
+        .peek(&ctx.tenant, "q", MessageState::InFlight, None)
+        .await
+        .unwrap();
     assert_eq!(in_flight.len(), 1);
     assert_eq!(in_flight[0].message_id, got[0].message_id);
-    assert!(ctx.services.peek(&ctx.tenant, "q", MessageState::Visible, Some(101)).await.is_err());
+    assert!(ctx
+        .services
+        .peek(&ctx.tenant, "q", MessageState::Visible, Some(101))
+        .await
+        .is_err());
 }
 
 /// Tenants: create, conflict, implicit tenants, quotas, list, delete with all resources.
 pub async fn tenant_administration(ctx: Ctx) {
     let id = ctx.tenant.as_str().to_owned();
-    let quotas = Quotas { max_queues: Some(2), ..Quotas::default() };
-    let created = ctx.services.create_tenant(&id, quotas.clone()).await.unwrap();
+    let quotas = Quotas {
+        max_queues: Some(2),
+        ..Quotas::default()
+    };
+    let created = ctx
+        .services
+        .create_tenant(&id, quotas.clone())
+        .await
+        .unwrap();
     assert_eq!(created.quotas, quotas);
     assert!(matches!(
         ctx.services.create_tenant(&id, Quotas::default()).await,
@@ -850,26 +1112,40 @@ pub async fn tenant_administration(ctx: Ctx) {
     ctx.queue("one", QueueConfigPatch::default()).await;
     ctx.queue("two", QueueConfigPatch::default()).await;
     assert!(matches!(
-        ctx.services.put_queue(&ctx.tenant, "three", QueueConfigPatch::default()).await,
+        ctx.services
+            .put_queue(&ctx.tenant, "three", QueueConfigPatch::default())
+            .await,
         Err(ServiceError::QuotaExceeded(_))
     ));
     // Replacing an existing queue's configuration is not a new queue.
-    ctx.services.put_queue(&ctx.tenant, "two", QueueConfigPatch::default()).await.unwrap();
+    ctx.services
+        .put_queue(&ctx.tenant, "two", QueueConfigPatch::default())
+        .await
+        .unwrap();
 
     // A tenant named only by a token exists once used.
     let implicit = ctx.other_tenant.as_str().to_owned();
-    assert_eq!(ctx.services.get_tenant(&implicit).await, Err(ServiceError::TenantNotFound));
+    assert_eq!(
+        ctx.services.get_tenant(&implicit).await,
+        Err(ServiceError::TenantNotFound)
+    );
     ctx.services.ensure_tenant(&ctx.other_tenant).await.unwrap();
     ctx.services.ensure_tenant(&ctx.other_tenant).await.unwrap();
     assert!(ctx.services.get_tenant(&implicit).await.is_ok());
     assert!(matches!(
-        ctx.services.create_tenant(&implicit, Quotas::default()).await,
+        ctx.services
+            .create_tenant(&implicit, Quotas::default())
+            .await,
         Err(ServiceError::Conflict(_))
     ));
     let mut listed = Vec::new();
     let mut token = None;
     loop {
-        let page = ctx.services.list_tenants(Some(1), token.as_deref()).await.unwrap();
+        let page = ctx
+            .services
+            .list_tenants(Some(1), token.as_deref())
+            .await
+            .unwrap();
         listed.extend(page.tenants.into_iter().map(|t| t.id.as_str().to_owned()));
         match page.next_token {
             Some(next) => token = Some(next),
@@ -877,12 +1153,24 @@ pub async fn tenant_administration(ctx: Ctx) {
         }
     }
     assert!(listed.contains(&id) && listed.contains(&implicit));
-    assert!(listed.windows(2).all(|w| w[0] < w[1]), "ordered by id: {listed:?}");
+    assert!(
+        listed.windows(2).all(|w| w[0] < w[1]),
+        "ordered by id: {listed:?}"
+    );
 
     ctx.services.delete_tenant(&id).await.unwrap();
-    assert_eq!(ctx.services.get_tenant(&id).await, Err(ServiceError::TenantNotFound));
-    assert_eq!(ctx.services.get_queue(&ctx.tenant, "one").await, Err(ServiceError::QueueNotFound));
-    assert_eq!(ctx.services.delete_tenant(&id).await, Err(ServiceError::TenantNotFound));
+    assert_eq!(
+        ctx.services.get_tenant(&id).await,
+        Err(ServiceError::TenantNotFound)
+    );
+    assert_eq!(
+        ctx.services.get_queue(&ctx.tenant, "one").await,
+        Err(ServiceError::QueueNotFound)
+    );
+    assert_eq!(
+        ctx.services.delete_tenant(&id).await,
+        Err(ServiceError::TenantNotFound)
+    );
 }
 
 fn field_of<T>(result: Result<T, ServiceError>) -> String {
@@ -902,30 +1190,74 @@ pub async fn invalid_input_changes_nothing(ctx: Ctx) {
         f(&mut p);
         p
     };
-    assert_eq!(field_of(s.put_queue(t, "bad name", QueueConfigPatch::default()).await), "queue");
-    assert_eq!(field_of(s.put_queue(t, "q.fifo", QueueConfigPatch::default()).await), "queue");
+    assert_eq!(
+        field_of(
+            s.put_queue(t, "bad name", QueueConfigPatch::default())
+                .await
+        ),
+        "queue"
+    );
+    assert_eq!(
+        field_of(s.put_queue(t, "q.fifo", QueueConfigPatch::default()).await),
+        "queue"
+    );
     for (p, field) in [
-        (patch(|p| p.visibility_timeout_seconds = Some(43_201)), "visibility_timeout_seconds"),
-        (patch(|p| p.message_retention_seconds = Some(59)), "message_retention_seconds"),
+        (
+            patch(|p| p.visibility_timeout_seconds = Some(43_201)),
+            "visibility_timeout_seconds",
+        ),
+        (
+            patch(|p| p.message_retention_seconds = Some(59)),
+            "message_retention_seconds",
+        ),
         (patch(|p| p.delay_seconds = Some(901)), "delay_seconds"),
-        (patch(|p| p.receive_wait_seconds = Some(21)), "receive_wait_seconds"),
-        (patch(|p| p.max_message_bytes = Some(1023)), "max_message_bytes"),
-        (patch(|p| p.max_message_bytes = Some(1_048_577)), "max_message_bytes"),
-        (patch(|p| p.content_based_deduplication = Some(true)), "content_based_deduplication"),
+        (
+            patch(|p| p.receive_wait_seconds = Some(21)),
+            "receive_wait_seconds",
+        ),
+        (
+            patch(|p| p.max_message_bytes = Some(1023)),
+            "max_message_bytes",
+        ),
+        (
+            patch(|p| p.max_message_bytes = Some(1_048_577)),
+            "max_message_bytes",
+        ),
+        (
+            patch(|p| p.content_based_deduplication = Some(true)),
+            "content_based_deduplication",
+        ),
         (patch(|p| p.redrive_policy_given = true), "redrive_policy"),
     ] {
         assert_eq!(field_of(s.put_queue(t, "q", p).await), field);
     }
-    assert_eq!(s.get_queue(t, "q").await, Err(ServiceError::QueueNotFound), "nothing was created");
+    assert_eq!(
+        s.get_queue(t, "q").await,
+        Err(ServiceError::QueueNotFound),
+        "nothing was created"
+    );
 
     ctx.queue("q", QueueConfigPatch::default()).await;
     assert_eq!(
-        field_of(s.patch_queue(t, "q", patch(|p| p.delay_seconds = Some(1000))).await),
+        field_of(
+            s.patch_queue(t, "q", patch(|p| p.delay_seconds = Some(1000)))
+                .await
+        ),
         "delay_seconds"
     );
     assert_eq!(s.get_queue(t, "q").await.unwrap().config.delay_seconds, 0);
     assert_eq!(
-        field_of(s.send(t, "q", SendRequest { deduplication_id: Some("d".into()), ..text("m") }).await),
+        field_of(
+            s.send(
+                t,
+                "q",
+                SendRequest {
+                    deduplication_id: Some("d".into()),
+                    ..text("m")
+                }
+            )
+            .await
+        ),
         "deduplication_id"
     );
     assert_eq!(field_of(s.send(t, "q", text("")).await), "body");
@@ -933,7 +1265,13 @@ pub async fn invalid_input_changes_nothing(ctx: Ctx) {
         (receive_n(0, 30), "max_messages"),
         (receive_n(11, 30), "max_messages"),
         (receive_n(1, 43_201), "visibility_timeout_seconds"),
-        (ReceiveRequest { wait_seconds: Some(21), ..ReceiveRequest::default() }, "wait_seconds"),
+        (
+            ReceiveRequest {
+                wait_seconds: Some(21),
+                ..ReceiveRequest::default()
+            },
+            "wait_seconds",
+        ),
     ] {
         assert_eq!(field_of(s.receive(t, "q", request).await), field);
     }

@@ -69,8 +69,11 @@ mod tests {
         assert_eq!(
             md5_of_attributes(&attributes).as_deref(),
             Some(
-                reference_digest(&[("bin", "Binary", 2, &[1, 2, 3]), ("foo", "String", 1, b"bar")])
-                    .as_str()
+                reference_digest(&[
+                    ("bin", "Binary", 2, &[1, 2, 3]),
+                    ("foo", "String", 1, b"bar")
+                ])
+                .as_str()
             )
         );
         assert_eq!(md5_of_attributes(&BTreeMap::new()), None);

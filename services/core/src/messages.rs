@@ -4,10 +4,13 @@
 
 use crate::md5::{md5_of_attributes, md5_of_body};
 use crate::queues::queue_key;
-use crate::validate::{in_range, validate_attributes, validate_batch_ids, validate_body, validate_token_id};
+use crate::validate::{
+    in_range, validate_attributes, validate_batch_ids, validate_body, validate_token_id,
+};
 use crate::{ServiceError, Services};
 use sluice_engine::{
-    MessageAttribute, MessageState, Millis, NewMessage, QueueConfig, QueueKey, StoredMessage, TenantId,
+    MessageAttribute, MessageState, Millis, NewMessage, QueueConfig, QueueKey, StoredMessage,
+    TenantId,
 };
 use std::collections::BTreeMap;
 
@@ -153,7 +156,10 @@ fn parse_rfc3339(field: &str, text: &str) -> Result<Millis, ServiceError> {
 
 impl Services {
     async fn config_of(&self, key: &QueueKey) -> Result<QueueConfig, ServiceError> {
-        self.engine.queue_config(key).await?.ok_or(ServiceError::QueueNotFound)
+        self.engine
+            .queue_config(key)
+            .await?
+            .ok_or(ServiceError::QueueNotFound)
     }
 
     /// Checks one message against the queue's rules and turns it into what the engine stores.
@@ -249,7 +255,9 @@ impl Services {
         match answers.pop() {
             Some(Ok(_)) => Ok(result),
             Some(Err(rejection)) => Err(rejection.into()),
-            None => Err(ServiceError::Internal("engine answered no result for a send".into())),
+            None => Err(ServiceError::Internal(
+                "engine answered no result for a send".into(),
+            )),
         }
     }
 
@@ -270,18 +278,25 @@ impl Services {
         for (index, entry) in entries.into_iter().enumerate() {
             match self.prepare(&format!("entries[{index}]"), &config, entry.message, now) {
                 Ok(message) => accepted.push((entry.id, message)),
-                Err(error) => failed.push(BatchFailure { id: entry.id, error }),
+                Err(error) => failed.push(BatchFailure {
+                    id: entry.id,
+                    error,
+                }),
             }
         }
         let mut successful = Vec::new();
         if !accepted.is_empty() {
-            let results: Vec<SendResult> = accepted.iter().map(|(_, m)| Self::send_result(m)).collect();
+            let results: Vec<SendResult> =
+                accepted.iter().map(|(_, m)| Self::send_result(m)).collect();
             let (ids, messages): (Vec<String>, Vec<NewMessage>) = accepted.into_iter().unzip();
             let answers = self.engine.send(&key, messages, now).await?;
             for ((id, result), answer) in ids.into_iter().zip(results).zip(answers) {
                 match answer {
                     Ok(_) => successful.push((id, result)),
-                    Err(rejection) => failed.push(BatchFailure { id, error: rejection.into() }),
+                    Err(rejection) => failed.push(BatchFailure {
+                        id,
+                        error: rejection.into(),
+                    }),
                 }
             }
         }
@@ -301,7 +316,9 @@ impl Services {
         let config = self.config_of(&key).await?;
         let max = request.max_messages.unwrap_or(1);
         in_range("max_messages", max.into(), 1, 10)?;
-        let visibility = request.visibility_timeout_seconds.unwrap_or(config.visibility_timeout_seconds);
+        let visibility = request
+            .visibility_timeout_seconds
+            .unwrap_or(config.visibility_timeout_seconds);
         in_range("visibility_timeout_seconds", visibility.into(), 0, 43_200)?;
         let wait = request.wait_seconds.unwrap_or(config.receive_wait_seconds);
         in_range("wait_seconds", wait.into(), 0, 20)?;
@@ -312,7 +329,10 @@ impl Services {
         loop {
             // Listen before looking, so a send between the look and the wait still wakes us.
             let mut listener = self.engine.listen(&key).await?;
-            let outcome = self.engine.receive(&key, max as usize, visibility, self.clock.now()).await?;
+            let outcome = self
+                .engine
+                .receive(&key, max as usize, visibility, self.clock.now())
+                .await?;
             if !outcome.messages.is_empty() || self.clock.now() >= deadline {
                 return Ok(outcome
                     .messages
@@ -320,7 +340,9 @@ impl Services {
                     .map(|m| MessageView::new(m.message, Some(m.receipt_handle)))
                     .collect());
             }
-            let wake_at = outcome.next_visible_at.map_or(deadline, |at| at.min(deadline));
+            let wake_at = outcome
+                .next_visible_at
+                .map_or(deadline, |at| at.min(deadline));
             tokio::select! {
                 _ = listener.changed() => {}
                 _ = self.clock.sleep_until(wake_at) => {}
@@ -343,7 +365,9 @@ impl Services {
             .await?;
         match answers.pop() {
             Some(answer) => Ok(answer?),
-            None => Err(ServiceError::Internal("engine answered no result for a delete".into())),
+            None => Err(ServiceError::Internal(
+                "engine answered no result for a delete".into(),
+            )),
         }
     }
 
@@ -370,7 +394,12 @@ impl Services {
         receipt_handle: &str,
         visibility_timeout_seconds: u32,
     ) -> Result<(), ServiceError> {
-        in_range("visibility_timeout_seconds", visibility_timeout_seconds.into(), 0, 43_200)?;
+        in_range(
+            "visibility_timeout_seconds",
+            visibility_timeout_seconds.into(),
+            0,
+            43_200,
+        )?;
         let key = queue_key(tenant, queue)?;
         self.config_of(&key).await?;
         let mut answers = self
@@ -383,7 +412,9 @@ impl Services {
             .await?;
         match answers.pop() {
             Some(answer) => Ok(answer?),
-            None => Err(ServiceError::Internal("engine answered no result for a visibility change".into())),
+            None => Err(ServiceError::Internal(
+                "engine answered no result for a visibility change".into(),
+            )),
         }
     }
 
@@ -403,7 +434,10 @@ impl Services {
             let field = format!("entries[{index}].visibility_timeout_seconds");
             match in_range(&field, entry.visibility_timeout_seconds.into(), 0, 43_200) {
                 Ok(()) => valid.push(entry),
-                Err(error) => failed.push(BatchFailure { id: entry.id, error }),
+                Err(error) => failed.push(BatchFailure {
+                    id: entry.id,
+                    error,
+                }),
             }
         }
         let changes: Vec<(String, u32)> = valid
@@ -413,7 +447,9 @@ impl Services {
         let answers = if changes.is_empty() {
             Vec::new()
         } else {
-            self.engine.change_visibility(&key, &changes, self.clock.now()).await?
+            self.engine
+                .change_visibility(&key, &changes, self.clock.now())
+                .await?
         };
         let mut outcome = split_outcome(valid.into_iter().map(|e| e.id), answers);
         outcome.failed.extend(failed);
@@ -431,8 +467,14 @@ impl Services {
         let limit = limit.unwrap_or(10);
         in_range("limit", limit.into(), 1, 100)?;
         let key = queue_key(tenant, queue)?;
-        let messages = self.engine.peek(&key, state, limit as usize, self.clock.now()).await?;
-        Ok(messages.into_iter().map(|m| MessageView::new(m, None)).collect())
+        let messages = self
+            .engine
+            .peek(&key, state, limit as usize, self.clock.now())
+            .await?;
+        Ok(messages
+            .into_iter()
+            .map(|m| MessageView::new(m, None))
+            .collect())
     }
 }
 
@@ -447,7 +489,10 @@ fn split_outcome(
     for (id, answer) in ids.zip(answers) {
         match answer {
             Ok(()) => outcome.successful.push((id, ())),
-            Err(error) => outcome.failed.push(BatchFailure { id, error: error.into() }),
+            Err(error) => outcome.failed.push(BatchFailure {
+                id,
+                error: error.into(),
+            }),
         }
     }
     outcome

@@ -129,7 +129,10 @@ impl Services {
             ));
         }
         if patch.deduplication_scope.is_some() {
-            return Err(ServiceError::invalid("deduplication_scope", "applies to FIFO queues only"));
+            return Err(ServiceError::invalid(
+                "deduplication_scope",
+                "applies to FIFO queues only",
+            ));
         }
         if patch.redrive_policy_given {
             return Err(ServiceError::invalid(
@@ -166,13 +169,19 @@ impl Services {
         }
         if let Some(v) = patch.max_depth {
             if v == Some(0) {
-                return Err(ServiceError::invalid("max_depth", "must be at least 1, or null"));
+                return Err(ServiceError::invalid(
+                    "max_depth",
+                    "must be at least 1, or null",
+                ));
             }
             config.max_depth = v;
         }
         if let Some(tags) = patch.tags {
             if tags.len() > 50 {
-                return Err(ServiceError::invalid("tags", format!("at most 50 tags, got {}", tags.len())));
+                return Err(ServiceError::invalid(
+                    "tags",
+                    format!("at most 50 tags, got {}", tags.len()),
+                ));
             }
             for (key, value) in &tags {
                 if key.is_empty() || key.len() > 128 || value.len() > 256 {
@@ -196,11 +205,18 @@ impl Services {
         patch: QueueConfigPatch,
     ) -> Result<(QueueView, bool), ServiceError> {
         let key = queue_key(tenant, name)?;
-        let config = self.apply_patch(&key.name, QueueConfig::with_defaults(self.limits.max_message_bytes), patch)?;
+        let config = self.apply_patch(
+            &key.name,
+            QueueConfig::with_defaults(self.limits.max_message_bytes),
+            patch,
+        )?;
         if self.engine.queue_config(&key).await?.is_none() {
             self.check_queue_quota(tenant).await?;
         }
-        let (info, created) = self.engine.put_queue(&key, config, self.clock.now()).await?;
+        let (info, created) = self
+            .engine
+            .put_queue(&key, config, self.clock.now())
+            .await?;
         Ok((self.view(info), created))
     }
 
@@ -212,14 +228,25 @@ impl Services {
         patch: QueueConfigPatch,
     ) -> Result<QueueView, ServiceError> {
         let key = queue_key(tenant, name)?;
-        let current = self.engine.queue_config(&key).await?.ok_or(ServiceError::QueueNotFound)?;
+        let current = self
+            .engine
+            .queue_config(&key)
+            .await?
+            .ok_or(ServiceError::QueueNotFound)?;
         let config = self.apply_patch(&key.name, current, patch)?;
-        let (info, _) = self.engine.put_queue(&key, config, self.clock.now()).await?;
+        let (info, _) = self
+            .engine
+            .put_queue(&key, config, self.clock.now())
+            .await?;
         Ok(self.view(info))
     }
 
     /// One queue with its stats.
-    pub async fn get_queue(&self, tenant: &TenantId, name: &str) -> Result<QueueView, ServiceError> {
+    pub async fn get_queue(
+        &self,
+        tenant: &TenantId,
+        name: &str,
+    ) -> Result<QueueView, ServiceError> {
         let key = queue_key(tenant, name)?;
         let info = self
             .engine
@@ -240,8 +267,9 @@ impl Services {
         let limit = page_limit(limit)?;
         let after = match next_token {
             Some(token) => Some(
-                QueueName::parse(&decode_page_token(TOKEN_PREFIX, token)?)
-                    .map_err(|_| ServiceError::invalid("next_token", "is not a token this server issued"))?,
+                QueueName::parse(&decode_page_token(TOKEN_PREFIX, token)?).map_err(|_| {
+                    ServiceError::invalid("next_token", "is not a token this server issued")
+                })?,
             ),
             None => None,
         };

@@ -28,7 +28,11 @@ impl Services {
     }
 
     /// Creates a tenant; `Conflict` if it exists (also when only tokens named it).
-    pub async fn create_tenant(&self, id: &str, quotas: Quotas) -> Result<TenantRecord, ServiceError> {
+    pub async fn create_tenant(
+        &self,
+        id: &str,
+        quotas: Quotas,
+    ) -> Result<TenantRecord, ServiceError> {
         let record = TenantRecord {
             id: parse_tenant("id", id)?,
             quotas,
@@ -41,11 +45,18 @@ impl Services {
     /// One tenant.
     pub async fn get_tenant(&self, id: &str) -> Result<TenantRecord, ServiceError> {
         let id = parse_tenant("id", id)?;
-        self.engine.get_tenant(&id).await?.ok_or(ServiceError::TenantNotFound)
+        self.engine
+            .get_tenant(&id)
+            .await?
+            .ok_or(ServiceError::TenantNotFound)
     }
 
     /// Replaces a tenant's quotas.
-    pub async fn update_tenant(&self, id: &str, quotas: Quotas) -> Result<TenantRecord, ServiceError> {
+    pub async fn update_tenant(
+        &self,
+        id: &str,
+        quotas: Quotas,
+    ) -> Result<TenantRecord, ServiceError> {
         let mut record = self.get_tenant(id).await?;
         record.quotas = quotas;
         self.engine.update_tenant(record.clone()).await?;
@@ -70,7 +81,10 @@ impl Services {
     ) -> Result<TenantPage, ServiceError> {
         let limit = page_limit(limit)?;
         let after = match next_token {
-            Some(token) => Some(parse_tenant("next_token", &decode_page_token(TOKEN_PREFIX, token)?)?),
+            Some(token) => Some(parse_tenant(
+                "next_token",
+                &decode_page_token(TOKEN_PREFIX, token)?,
+            )?),
             None => None,
         };
         let mut tenants = self.engine.list_tenants(after.as_ref(), limit + 1).await?;
@@ -80,7 +94,10 @@ impl Services {
             (true, Some(last)) => Some(encode_page_token(TOKEN_PREFIX, last.id.as_str())),
             _ => None,
         };
-        Ok(TenantPage { tenants, next_token })
+        Ok(TenantPage {
+            tenants,
+            next_token,
+        })
     }
 
     /// Refuses a new queue when the tenant owns `max_queues` already.

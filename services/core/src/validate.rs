@@ -12,7 +12,9 @@ const MAX_ATTRIBUTES: usize = 10;
 
 /// Checks a batch's entry count and ids (1–80 of `[A-Za-z0-9_-]`, unique in the batch). A
 /// failure fails the whole batch.
-pub fn validate_batch_ids<'a>(ids: impl ExactSizeIterator<Item = &'a str>) -> Result<(), ServiceError> {
+pub fn validate_batch_ids<'a>(
+    ids: impl ExactSizeIterator<Item = &'a str>,
+) -> Result<(), ServiceError> {
     let count = ids.len();
     if count == 0 || count > MAX_BATCH_ENTRIES {
         return Err(ServiceError::invalid(
@@ -24,7 +26,9 @@ pub fn validate_batch_ids<'a>(ids: impl ExactSizeIterator<Item = &'a str>) -> Re
     for (index, id) in ids.enumerate() {
         let ok = !id.is_empty()
             && id.len() <= 80
-            && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !ok {
             return Err(ServiceError::invalid(
                 format!("entries[{index}].id"),
@@ -68,7 +72,10 @@ pub fn validate_attributes(
     if attributes.len() > MAX_ATTRIBUTES {
         return Err(ServiceError::invalid(
             field,
-            format!("at most {MAX_ATTRIBUTES} attributes, got {}", attributes.len()),
+            format!(
+                "at most {MAX_ATTRIBUTES} attributes, got {}",
+                attributes.len()
+            ),
         ));
     }
     let mut size = 0;
@@ -79,7 +86,10 @@ pub fn validate_attributes(
             .data_type
             .split_once('.')
             .map_or(attribute.data_type.as_str(), |(base, _)| base);
-        let custom = attribute.data_type.split_once('.').map(|(_, custom)| custom);
+        let custom = attribute
+            .data_type
+            .split_once('.')
+            .map(|(_, custom)| custom);
         if !matches!(base_type, "String" | "Number" | "Binary") {
             return Err(ServiceError::invalid(
                 format!("{here}.type"),
@@ -89,7 +99,9 @@ pub fn validate_attributes(
         if let Some(custom) = custom {
             let ok = !custom.is_empty()
                 && attribute.data_type.len() <= 256
-                && custom.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+                && custom
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
             if !ok {
                 return Err(ServiceError::invalid(
                     format!("{here}.type"),
@@ -98,7 +110,10 @@ pub fn validate_attributes(
             }
         }
         if attribute.value.is_empty() {
-            return Err(ServiceError::invalid(format!("{here}.value"), "must not be empty"));
+            return Err(ServiceError::invalid(
+                format!("{here}.value"),
+                "must not be empty",
+            ));
         }
         let value_size = match base_type {
             "Binary" => base64::engine::general_purpose::STANDARD
@@ -128,7 +143,10 @@ fn validate_attribute_name(field: &str, name: &str) -> Result<(), ServiceError> 
     let lower = name.to_ascii_lowercase();
     let problem = if name.is_empty() || name.len() > 256 {
         Some("must be 1-256 characters")
-    } else if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
+    } else if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
         Some("may hold only letters, digits, '_', '-' and '.'")
     } else if name.starts_with('.') || name.ends_with('.') || name.contains("..") {
         Some("may not start or end with '.' or contain '..'")
@@ -138,7 +156,10 @@ fn validate_attribute_name(field: &str, name: &str) -> Result<(), ServiceError> 
         None
     };
     match problem {
-        Some(message) => Err(ServiceError::invalid(field, format!("attribute name {message}"))),
+        Some(message) => Err(ServiceError::invalid(
+            field,
+            format!("attribute name {message}"),
+        )),
         None => Ok(()),
     }
 }
@@ -232,10 +253,16 @@ mod tests {
     #[test]
     fn attribute_rules_name_the_field() {
         assert_eq!(
-            validate_attributes("attributes", &attrs(&[("a", "String", "xy"), ("n", "Number.int", "12")])),
+            validate_attributes(
+                "attributes",
+                &attrs(&[("a", "String", "xy"), ("n", "Number.int", "12")])
+            ),
             Ok(1 + 6 + 2 + 1 + 10 + 2)
         );
-        assert_eq!(validate_attributes("attributes", &attrs(&[("b", "Binary", "AQID")])), Ok(1 + 6 + 3));
+        assert_eq!(
+            validate_attributes("attributes", &attrs(&[("b", "Binary", "AQID")])),
+            Ok(1 + 6 + 3)
+        );
         for (bad, field) in [
             (attrs(&[("AWS.x", "String", "v")]), "attributes.AWS.x"),
             (attrs(&[("amazon.x", "String", "v")]), "attributes.amazon.x"),
@@ -252,10 +279,13 @@ mod tests {
                 other => panic!("{bad:?}: {other:?}"),
             }
         }
-        let eleven: Vec<(String, String, String)> =
-            (0..11).map(|i| (format!("a{i}"), "String".into(), "v".into())).collect();
-        let eleven: Vec<(&str, &str, &str)> =
-            eleven.iter().map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str())).collect();
+        let eleven: Vec<(String, String, String)> = (0..11)
+            .map(|i| (format!("a{i}"), "String".into(), "v".into()))
+            .collect();
+        let eleven: Vec<(&str, &str, &str)> = eleven
+            .iter()
+            .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+            .collect();
         assert!(validate_attributes("attributes", &attrs(&eleven)).is_err());
     }
 

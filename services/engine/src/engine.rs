@@ -34,14 +34,18 @@ impl QueueListener {
 /// * **Time** comes from the caller (`now`), never from the engine's own clock.
 /// * **Durability**: `send`, `delete`, `purge`, queue and tenant changes return only once
 ///   durable in the engine's documented sense. Receive bookkeeping (visibility, receive counts)
-///   may be lost in a crash of the store; such messages become visible again.
+///   may be lost when the store restarts (crash or not); such messages become visible again and
+///   handles issued before the restart are stale. A send whose caller gave up may still have
+///   been stored: callers that retry can create duplicates (at-least-once).
 /// * **Visibility**: a message is receivable when `now >= visible_at` and it has not expired
 ///   (`now < sent_at + retention`). A receive hides it until `now + visibility_timeout`, counts
 ///   the delivery and issues a new receipt handle; the previous handle becomes stale.
 /// * **Handles**: a handle from another queue (or another incarnation of the same name) is
 ///   [`HandleError::Invalid`]; one from an earlier delivery is [`HandleError::Stale`]. Deleting
-///   an already deleted message with its latest handle succeeds; changing its visibility is
-///   `Stale`. A handle stays usable after its visibility timeout until the next delivery.
+///   a message that is gone (deleted, purged or expired) succeeds with any handle this queue
+///   issued for it, since retries must be safe and a gone message keeps no delivery record;
+///   changing its visibility is `Stale`. A handle stays usable after its visibility timeout
+///   until the next delivery.
 /// * **Isolation**: queues are identified by `(tenant, name)`; nothing one tenant names can
 ///   reach another tenant's queue.
 #[async_trait]
@@ -75,12 +79,13 @@ pub trait Engine: Send + Sync + 'static {
         now: Millis,
     ) -> Result<(QueueInfo, bool), EngineError>;
     /// One queue with its stats at `now`.
-    async fn get_queue(&self, key: &QueueKey, now: Millis)
-        -> Result<Option<QueueInfo>, EngineError>;
+    async fn get_queue(
+        &self,
+        key: &QueueKey,
+        now: Millis,
+    ) -> Result<Option<QueueInfo>, EngineError>;
     /// A queue's configuration alone: the cheap lookup the send and receive paths make.
-    async fn queue_config(&self, key: &QueueKey) -> Result<Option<QueueConfig>, EngineError> {
-        Ok(self.get_queue(key, 0).await?.map(|queue| queue.config))
-    }
+    async fn queue_config(&self, key: &QueueKey) -> Result<Option<QueueConfig>, EngineError>;
     /// A tenant's queues ordered by name, whose names start with `prefix` and sort strictly
     /// after `after`, at most `limit`, with stats at `now`.
     async fn list_queues(

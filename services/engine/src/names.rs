@@ -19,7 +19,8 @@ pub struct TenantId(String);
 impl TenantId {
     /// Parses a tenant id.
     pub fn parse(text: &str) -> Result<Self, NameError> {
-        let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
+        let ok_char =
+            |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
         if text.is_empty() || text.len() > 64 || !text.chars().all(ok_char) {
             return Err(NameError(
                 "must be 1-64 characters of lowercase letters, digits, '_' and '-'".into(),

@@ -1,0 +1,521 @@
+//! Group commit benchmark of the embedded engine, in process (no HTTP).
+//!
+//! The embedded engine answers a send only once its data is fsynced, and batches the commits
+//! that arrive while an fsync is in flight into one transaction and one fsync. This bench checks
+//! that claim on this machine, in one run, with ratios rather than absolute numbers (the
+//! machine is shared and noisy):
+//!
+//! 1. **Raw ceiling**: a loop of `write 1 KiB + fdatasync` on a plain file in the same
+//!    directory, i.e. the physical limit of "one fsync per acknowledged write".
+//! 2. **Sends/s with 64 concurrent producers** (tokio tasks, one 1 KiB message per send), with
+//!    [`CommitMode::Group`] and with the same engine forced to [`CommitMode::FsyncEachWrite`].
+//!    The issue requires group commit to be at least 10x faster. Each measurement opens a fresh
+//!    engine; the three are repeated in alternation and medians are reported.
+//! 3. **Single-producer send latency** (p50/p99), group commit, next to the raw fdatasync
+//!    latency.
+//! 4. **Resident memory per queued message**: VmRSS before and after enqueueing 1,000,000 small
+//!    messages in one queue (the engine keeps bodies on disk and only a compact index in memory).
+//!
+//! Run: `cargo bench -p sluice-embedded --bench group_commit`. `SLUICE_BENCH_QUICK=1` shrinks
+//! every phase (smoke run). `SLUICE_BENCH_DIR` overrides the scratch directory (default: the
+//! system temp dir, or `target/bench-tmp` when that is a tmpfs).
+
+use sluice_embedded::{CommitMode, EmbeddedEngine, EmbeddedOptions};
+use sluice_engine::{Engine, Millis, NewMessage, QueueConfig, QueueKey, QueueName, TenantId};
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+type BenchResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
+
+const PRODUCERS: usize = 64;
+const BODY_BYTES: usize = 1024;
+
+/// Sizes of every phase; [`Plan::quick`] for smoke runs.
+struct Plan {
+    repetitions: usize,
+    /// Length of each throughput measurement (raw, group, fsync-each).
+    window: Duration,
+    /// Length of the single-producer latency measurement.
+    latency_window: Duration,
+    /// Messages enqueued for the memory measurement.
+    memory_messages: u64,
+}
+
+impl Plan {
+    fn full() -> Self {
+        Self {
+            repetitions: 3,
+            window: Duration::from_secs(3),
+            latency_window: Duration::from_secs(4),
+            memory_messages: 1_000_000,
+        }
+    }
+
+    fn quick() -> Self {
+        Self {
+            repetitions: 1,
+            window: Duration::from_millis(500),
+            latency_window: Duration::from_millis(500),
+            memory_messages: 50_000,
+        }
+    }
+}
+
+fn now_millis() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as Millis)
+}
+
+fn queue_key() -> BenchResult<QueueKey> {
+    Ok(QueueKey::new(
+        TenantId::parse("bench")?,
+        QueueName::parse("q")?,
+    ))
+}
+
+/// A message like the services would hand down: a 36-character id, no attributes.
+fn message(n: u64, body: &str, now: Millis) -> NewMessage {
+    NewMessage {
+        message_id: format!("{:08x}-0000-4000-8000-{:012x}", n >> 48, n),
+        body: body.to_owned(),
+        attributes: BTreeMap::new(),
+        visible_at: now,
+        group_id: None,
+    }
+}
+
+fn body(bytes: usize) -> String {
+    "x".repeat(bytes)
+}
+
+/// The scratch directory: on the real disk, never on a tmpfs (fsync there is free).
+fn scratch_base() -> BenchResult<(PathBuf, String)> {
+    let candidates: Vec<PathBuf> = match std::env::var_os("SLUICE_BENCH_DIR") {
+        Some(dir) => vec![PathBuf::from(dir)],
+        None => vec![
+            std::env::temp_dir(),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-tmp"),
+        ],
+    };
+    for dir in candidates {
+        std::fs::create_dir_all(&dir)?;
+        let dir = dir.canonicalize()?;
+        let fs = filesystem_of(&dir).unwrap_or_else(|| "unknown".into());
+        if !fs.starts_with("tmpfs") && !fs.starts_with("ramfs") {
+            return Ok((dir, fs));
+        }
+        eprintln!("{} is on {fs}; looking further", dir.display());
+    }
+    Err("no scratch directory on a real disk; set SLUICE_BENCH_DIR".into())
+}
+
+/// `"<fstype> <device>"` of the mount holding `path`, from /proc/mounts.
+fn filesystem_of(path: &Path) -> Option<String> {
+    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let device = fields.next()?;
+            let mount_point = fields.next()?;
+            let fstype = fields.next()?;
+            path.starts_with(mount_point)
+                .then(|| (mount_point.len(), format!("{fstype} {device}")))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, fs)| fs)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// Latency summary of a set of samples.
+struct Latencies {
+    count: usize,
+    p50: Duration,
+    p99: Duration,
+    p999: Duration,
+    max: Duration,
+}
+
+impl Latencies {
+    fn of(mut samples: Vec<Duration>) -> Self {
+        samples.sort_unstable();
+        let at = |q: f64| {
+            let i = ((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1;
+            samples[i]
+        };
+        Self {
+            count: samples.len(),
+            p50: at(0.50),
+            p99: at(0.99),
+            p999: at(0.999),
+            max: samples[samples.len() - 1],
+        }
+    }
+
+    fn row(&self, label: &str) {
+        println!(
+            "| {label:<38} | {:>8} | {:>9.3} | {:>9.3} | {:>9.3} | {:>9.3} |",
+            self.count,
+            ms(self.p50),
+            ms(self.p99),
+            ms(self.p999),
+            ms(self.max)
+        );
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// `write 1 KiB + fdatasync` on a plain file for `window`: the physical ceiling of one fsync
+/// per acknowledged write. Answers fsyncs/s and, optionally, each call's latency.
+fn raw_fdatasync(dir: &Path, window: Duration, keep: bool) -> BenchResult<(f64, Vec<Duration>)> {
+    let path = dir.join("raw-fdatasync.bin");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    let block = vec![b'x'; BODY_BYTES];
+    let mut samples = Vec::new();
+    let mut count = 0u64;
+    let start = Instant::now();
+    while start.elapsed() < window {
+        let t = Instant::now();
+        file.write_all(&block)?;
+        file.sync_data()?;
+        if keep {
+            samples.push(t.elapsed());
+        }
+        count += 1;
+    }
+    let rate = count as f64 / start.elapsed().as_secs_f64();
+    drop(file);
+    std::fs::remove_file(&path)?;
+    Ok((rate, samples))
+}
+
+/// One throughput measurement: what `PRODUCERS` tasks sending one message at a time achieve.
+struct Throughput {
+    sends_per_second: f64,
+    /// Sends per committed transaction (1 without group commit).
+    sends_per_commit: f64,
+}
+
+async fn open_engine(
+    base: &Path,
+    mode: CommitMode,
+) -> BenchResult<(tempfile::TempDir, Arc<EmbeddedEngine>, QueueKey)> {
+    let dir = tempfile::Builder::new()
+        .prefix("sluice-bench-")
+        .tempdir_in(base)?;
+    let engine = EmbeddedEngine::open(dir.path(), EmbeddedOptions { commit_mode: mode })?;
+    let key = queue_key()?;
+    engine
+        .put_queue(&key, QueueConfig::with_defaults(1 << 20), now_millis())
+        .await?;
+    Ok((dir, Arc::new(engine), key))
+}
+
+async fn concurrent_sends(
+    base: &Path,
+    mode: CommitMode,
+    window: Duration,
+) -> BenchResult<Throughput> {
+    let (dir, engine, key) = open_engine(base, mode).await?;
+    let body = Arc::new(body(BODY_BYTES));
+    let sent = Arc::new(AtomicU64::new(0));
+    let commits_before = engine.commit_count();
+    let start = Instant::now();
+    let deadline = start + window;
+    let mut tasks = Vec::with_capacity(PRODUCERS);
+    for producer in 0..PRODUCERS {
+        let (engine, key, body, sent) = (
+            Arc::clone(&engine),
+            key.clone(),
+            Arc::clone(&body),
+            Arc::clone(&sent),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut n = (producer as u64) << 40;
+            while Instant::now() < deadline {
+                let now = now_millis();
+                let answers = engine.send(&key, vec![message(n, &body, now)], now).await?;
+                if answers.iter().any(Result::is_err) {
+                    return Err::<(), Box<dyn Error + Send + Sync>>("a send was refused".into());
+                }
+                sent.fetch_add(1, Ordering::Relaxed);
+                n += 1;
+            }
+            Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let sends = sent.load(Ordering::Relaxed);
+    let commits = engine.commit_count() - commits_before;
+    drop(engine);
+    drop(dir);
+    Ok(Throughput {
+        sends_per_second: sends as f64 / elapsed,
+        sends_per_commit: sends as f64 / commits.max(1) as f64,
+    })
+}
+
+async fn single_producer_latency(
+    base: &Path,
+    mode: CommitMode,
+    window: Duration,
+) -> BenchResult<Latencies> {
+    let (dir, engine, key) = open_engine(base, mode).await?;
+    let body = body(BODY_BYTES);
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < window {
+        let now = now_millis();
+        let t = Instant::now();
+        engine.send(&key, vec![message(n, &body, now)], now).await?;
+        samples.push(t.elapsed());
+        n += 1;
+    }
+    drop(engine);
+    drop(dir);
+    Ok(Latencies::of(samples))
+}
+
+/// VmRSS of this process, in bytes.
+fn resident_bytes() -> BenchResult<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .ok_or("no VmRSS in /proc/self/status")?;
+    let kib: u64 = line
+        .trim_start_matches("VmRSS:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()?;
+    Ok(kib * 1024)
+}
+
+/// Enqueues `total` small messages in one queue, sampling VmRSS at each quarter.
+async fn memory_per_message(base: &Path, total: u64) -> BenchResult<()> {
+    const BATCH: u64 = 10;
+    const SENDERS: u64 = 64;
+    let (dir, engine, key) = open_engine(base, CommitMode::Group).await?;
+    let before = resident_bytes()?;
+    let start = Instant::now();
+    let mut checkpoints = vec![(0u64, before)];
+    let quarter = total / 4;
+    for step in 1..=4u64 {
+        let from = (step - 1) * quarter;
+        let to = if step == 4 { total } else { step * quarter };
+        let next = Arc::new(AtomicU64::new(from / BATCH));
+        let last_batch = to.div_ceil(BATCH);
+        let mut tasks = Vec::new();
+        for _ in 0..SENDERS {
+            let (engine, key, next) = (Arc::clone(&engine), key.clone(), Arc::clone(&next));
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let batch = next.fetch_add(1, Ordering::Relaxed);
+                    if batch >= last_batch {
+                        return Ok::<(), Box<dyn Error + Send + Sync>>(());
+                    }
+                    let now = now_millis();
+                    let messages = (batch * BATCH..(batch + 1) * BATCH)
+                        .map(|n| message(n, &format!("small message {n:>10}"), now))
+                        .collect();
+                    let answers = engine.send(&key, messages, now).await?;
+                    if answers.iter().any(Result::is_err) {
+                        return Err("a send was refused".into());
+                    }
+                }
+            }));
+        }
+        for task in tasks {
+            task.await??;
+        }
+        checkpoints.push((to.div_ceil(BATCH) * BATCH, resident_bytes()?));
+    }
+    let elapsed = start.elapsed();
+    let stored = engine
+        .get_queue(&key, now_millis())
+        .await?
+        .map_or(0, |q| q.stats.visible);
+    let (n, after) = checkpoints[checkpoints.len() - 1];
+    let (half_n, half_rss) = checkpoints[2];
+
+    println!();
+    println!(
+        "### Resident memory per queued message ({n} messages of ~25 B, batches of {BATCH}, \
+         {SENDERS} concurrent senders, {:.1} s, {:.0} msgs/s; queue reports {stored} visible)",
+        elapsed.as_secs_f64(),
+        n as f64 / elapsed.as_secs_f64()
+    );
+    println!();
+    println!("| messages queued | VmRSS (MiB) | delta from start (MiB) | delta / message (B) |");
+    println!("|----------------:|------------:|-----------------------:|--------------------:|");
+    for &(count, rss) in &checkpoints {
+        let delta = rss.saturating_sub(before);
+        let per = if count == 0 {
+            "-".to_owned()
+        } else {
+            format!("{:.0}", delta as f64 / count as f64)
+        };
+        println!(
+            "| {count:>15} | {:>11.1} | {:>22.1} | {per:>19} |",
+            rss as f64 / 1048576.0,
+            delta as f64 / 1048576.0,
+        );
+    }
+    println!();
+    println!(
+        "memory per queued message: {:.0} B overall (target <= 300 B); {:.0} B marginal over \
+         the second half",
+        after.saturating_sub(before) as f64 / n as f64,
+        after.saturating_sub(half_rss) as f64 / (n - half_n) as f64
+    );
+    drop(engine);
+    drop(dir);
+    Ok(())
+}
+
+fn main() -> BenchResult<()> {
+    let quick = std::env::var("SLUICE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+    let plan = if quick { Plan::quick() } else { Plan::full() };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let (base, fs) = scratch_base()?;
+    println!(
+        "## sluice-embedded: group commit{}",
+        if quick { " (QUICK)" } else { "" }
+    );
+    println!();
+    println!(
+        "scratch dir {} ({fs}); {} cores; {PRODUCERS} producers; {BODY_BYTES} B bodies; \
+         {} x {:.1} s windows, alternating",
+        base.display(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        plan.repetitions,
+        plan.window.as_secs_f64()
+    );
+
+    let mut raw = Vec::new();
+    let mut group = Vec::new();
+    let mut each = Vec::new();
+    let mut group_batching = Vec::new();
+    let mut ratios = Vec::new();
+    for rep in 1..=plan.repetitions {
+        let scratch = tempfile::Builder::new()
+            .prefix("sluice-raw-")
+            .tempdir_in(&base)?;
+        let (raw_rate, _) = raw_fdatasync(scratch.path(), plan.window, false)?;
+        let g = runtime.block_on(concurrent_sends(&base, CommitMode::Group, plan.window))?;
+        let e = runtime.block_on(concurrent_sends(
+            &base,
+            CommitMode::FsyncEachWrite,
+            plan.window,
+        ))?;
+        eprintln!(
+            "rep {rep}: raw {raw_rate:.0} fsyncs/s, group {:.0} sends/s ({:.1} sends/commit), \
+             fsync-each {:.0} sends/s ({:.1} sends/commit)",
+            g.sends_per_second, g.sends_per_commit, e.sends_per_second, e.sends_per_commit
+        );
+        raw.push(raw_rate);
+        ratios.push(g.sends_per_second / e.sends_per_second);
+        group.push(g.sends_per_second);
+        group_batching.push(g.sends_per_commit);
+        each.push(e.sends_per_second);
+    }
+    let raw_m = median(&mut raw.clone());
+    let group_m = median(&mut group.clone());
+    let each_m = median(&mut each.clone());
+    let batching_m = median(&mut group_batching);
+    let ratio_m = median(&mut ratios.clone());
+
+    println!();
+    println!("### Throughput, {PRODUCERS} concurrent producers, one 1 KiB message per send");
+    println!();
+    println!("| measurement                          | per run (/s)              | median (/s) | vs raw fdatasync |");
+    println!("|--------------------------------------|---------------------------|------------:|-----------------:|");
+    let runs = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "| raw `write 1 KiB + fdatasync` loop   | {:<25} | {raw_m:>11.0} | {:>15.2}x |",
+        runs(&raw),
+        1.0
+    );
+    println!(
+        "| engine, group commit                 | {:<25} | {group_m:>11.0} | {:>15.2}x |",
+        runs(&group),
+        group_m / raw_m
+    );
+    println!(
+        "| engine, one fsync per send           | {:<25} | {each_m:>11.0} | {:>15.2}x |",
+        runs(&each),
+        each_m / raw_m
+    );
+    println!();
+    let per_run: Vec<String> = ratios.iter().map(|r| format!("{r:.1}x")).collect();
+    println!(
+        "group commit / fsync-per-send: {:.1}x of medians; per run {}, median {ratio_m:.1}x; \
+         target >= 10x: {}",
+        group_m / each_m,
+        per_run.join(", "),
+        if ratio_m >= 10.0 { "MET" } else { "MISSED" }
+    );
+    println!("group commit batched a median {batching_m:.1} sends per fsync");
+
+    let scratch = tempfile::Builder::new()
+        .prefix("sluice-raw-")
+        .tempdir_in(&base)?;
+    let (_, raw_samples) = raw_fdatasync(scratch.path(), plan.latency_window, true)?;
+    let raw_latency = Latencies::of(raw_samples);
+    let group_latency = runtime.block_on(single_producer_latency(
+        &base,
+        CommitMode::Group,
+        plan.latency_window,
+    ))?;
+    let each_latency = runtime.block_on(single_producer_latency(
+        &base,
+        CommitMode::FsyncEachWrite,
+        plan.latency_window,
+    ))?;
+    println!();
+    println!("### Single-producer latency (one 1 KiB message per send, one at a time)");
+    println!();
+    println!("| operation                              |  samples |  p50 (ms) |  p99 (ms) | p99.9 (ms)|  max (ms) |");
+    println!("|----------------------------------------|---------:|----------:|----------:|----------:|----------:|");
+    raw_latency.row("raw `write 1 KiB + fdatasync`");
+    group_latency.row("engine send, group commit");
+    each_latency.row("engine send, one fsync per send");
+
+    runtime.block_on(memory_per_message(&base, plan.memory_messages))?;
+    Ok(())
+}

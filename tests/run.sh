@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace on a fresh Debian machine with the Rust toolchain: installs
+# the system tools the tests use when they are missing, then unit tests, the conformance suite
+# on every engine, the property tests and the end-to-end tests against the real binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_packages=()
+command -v openssl >/dev/null 2>&1 || need_packages+=(openssl)
+command -v cc >/dev/null 2>&1 || need_packages+=(build-essential)
+if [ ${#need_packages[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "tests/run.sh: please install: ${need_packages[*]}" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_packages[@]}" >/dev/null
+fi
+
+# Two cores: let cargo schedule builds, and keep test threads to a sane number.
+export RUST_BACKTRACE=1
+cargo test --workspace --locked "$@"
