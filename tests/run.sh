@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 need_packages=()
 command -v openssl >/dev/null 2>&1 || need_packages+=(openssl)
+command -v python3 >/dev/null 2>&1 || need_packages+=(python3)
+command -v curl >/dev/null 2>&1 || need_packages+=(curl)
 command -v cc >/dev/null 2>&1 || need_packages+=(build-essential)
 if [ ${#need_packages[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -7,4 +7,5 @@ mod config;
 mod harness;
 mod openapi;
 mod queues_and_messages;
+mod readme;
 mod restart;

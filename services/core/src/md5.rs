@@ -57,6 +57,36 @@ mod tests {
     }
 
     #[test]
+    fn attribute_digest_matches_published_sqs_values() {
+        // Digests that SQS clients verify against, as published by SQS emulators' test suites.
+        let cases: [(&[(&str, &str, &str)], &str); 3] = [
+            (
+                &[("SellerName", "String", "Example Store")],
+                "cd28f3b68aeee4b2eac9c66f2f694b58",
+            ),
+            (
+                &[("timestamp", "Number", "1493147359900")],
+                "235c5c510d26fb653d073faed50ae77c",
+            ),
+            (
+                &[("ordinal", "Number", "1"), ("category", "String", "test")],
+                "d21ae90c49061e927f57df5f5d72be1f",
+            ),
+        ];
+        for (attributes, expected) in cases {
+            let map = attributes
+                .iter()
+                .map(|(name, data_type, value)| (name.to_string(), attr(data_type, value)))
+                .collect();
+            assert_eq!(
+                md5_of_attributes(&map).as_deref(),
+                Some(expected),
+                "{attributes:?}"
+            );
+        }
+    }
+
+    #[test]
     fn attribute_digest_matches_the_sqs_algorithm() {
         // Reference values from botocore's SQS checksum customisation (the same algorithm).
         let mut attributes = BTreeMap::new();
