@@ -22,3 +22,6 @@ fi
 # Two cores: let cargo schedule builds, and keep test threads to a sane number.
 export RUST_BACKTRACE=1
 cargo test --workspace --locked "$@"
+
+# Generated requests against the real binary: no 5xx, answers as the OpenAPI spec says.
+tests/api_fuzz.sh

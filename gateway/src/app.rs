@@ -111,6 +111,7 @@ pub fn router(state: AppState) -> Router {
         .merge(api)
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(tower_http::trace::TraceLayer::new_for_http())
         .layer(axum::middleware::from_fn(request_id))
 }
 

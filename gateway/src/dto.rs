@@ -51,14 +51,19 @@ pub struct RedriveAllowPolicy {
 #[serde(deny_unknown_fields)]
 pub struct QueueConfigInput {
     /// Default 30; 0–43200.
+    #[schema(maximum = 43200)]
     pub visibility_timeout_seconds: Option<u32>,
     /// Default 345600 (4 days); 60–1209600.
+    #[schema(minimum = 60, maximum = 1209600)]
     pub message_retention_seconds: Option<u32>,
     /// Default 0; 0–900.
+    #[schema(maximum = 900)]
     pub delay_seconds: Option<u32>,
     /// Default 0; 0–20.
+    #[schema(maximum = 20)]
     pub receive_wait_seconds: Option<u32>,
     /// Default 1048576; 1024 – the server's maximum.
+    #[schema(minimum = 1024, maximum = 1048576)]
     pub max_message_bytes: Option<u32>,
     /// Not supported yet: only `null` is accepted.
     #[serde(default, deserialize_with = "double_option")]
@@ -203,6 +208,7 @@ pub struct ListQueuesQuery {
     /// Only names starting with this.
     pub prefix: Option<String>,
     /// 1–1000, default 100.
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// From the previous page.
     pub next_token: Option<String>,
@@ -213,6 +219,7 @@ pub struct ListQueuesQuery {
 #[into_params(parameter_in = Query)]
 pub struct PageQuery {
     /// 1–1000, default 100.
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// From the previous page.
     pub next_token: Option<String>,
@@ -224,8 +231,10 @@ pub struct PageQuery {
 pub struct Attribute {
     /// `String`, `Number` or `Binary`, optionally followed by `.` and a custom label.
     #[serde(rename = "type")]
+    #[schema(pattern = r"^(String|Number|Binary)(\.[A-Za-z0-9_.-]+)?$")]
     pub data_type: String,
     /// The value as text; base64 for `Binary`.
+    #[schema(min_length = 1)]
     pub value: String,
 }
 
@@ -252,10 +261,12 @@ fn to_domain(
 #[serde(deny_unknown_fields)]
 pub struct SendMessage {
     /// Non-empty UTF-8.
+    #[schema(min_length = 1)]
     pub body: String,
     /// Up to 10 typed attributes.
     pub attributes: Option<BTreeMap<String, Attribute>>,
     /// 0–900; overrides the queue's delay (standard queues only).
+    #[schema(maximum = 900)]
     pub delay_seconds: Option<u32>,
     /// RFC 3339: deliver not before this time (at most the retention period ahead).
     pub deliver_at: Option<String>,
@@ -283,12 +294,15 @@ impl From<SendMessage> for SendRequest {
 #[serde(deny_unknown_fields)]
 pub struct SendBatchEntry {
     /// Unique in the batch: 1–80 of `[A-Za-z0-9_-]`.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,80}$")]
     pub id: String,
     /// Non-empty UTF-8.
+    #[schema(min_length = 1)]
     pub body: String,
     /// Up to 10 typed attributes.
     pub attributes: Option<BTreeMap<String, Attribute>>,
     /// 0–900.
+    #[schema(maximum = 900)]
     pub delay_seconds: Option<u32>,
     /// RFC 3339.
     pub deliver_at: Option<String>,
@@ -319,6 +333,7 @@ impl From<SendBatchEntry> for sluice_services::SendEntry {
 #[serde(deny_unknown_fields)]
 pub struct SendBatch {
     /// 1–10 entries.
+    #[schema(min_items = 1, max_items = 10)]
     pub entries: Vec<SendBatchEntry>,
 }
 
@@ -400,10 +415,13 @@ pub struct BatchOutput {
 #[serde(deny_unknown_fields)]
 pub struct ReceiveInput {
     /// 1–10, default 1.
+    #[schema(minimum = 1, maximum = 10)]
     pub max_messages: Option<u32>,
     /// 0–43200; default the queue's.
+    #[schema(maximum = 43200)]
     pub visibility_timeout_seconds: Option<u32>,
     /// 0–20; default the queue's `receive_wait_seconds`.
+    #[schema(maximum = 20)]
     pub wait_seconds: Option<u32>,
     /// FIFO retries (ignored on standard queues).
     pub request_attempt_id: Option<String>,
@@ -496,7 +514,8 @@ pub struct MessageList {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeleteBatchEntry {
-    /// Unique in the batch.
+    /// Unique in the batch: 1–80 of `[A-Za-z0-9_-]`.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,80}$")]
     pub id: String,
     /// From a receive.
     pub receipt_handle: String,
@@ -507,6 +526,7 @@ pub struct DeleteBatchEntry {
 #[serde(deny_unknown_fields)]
 pub struct DeleteBatch {
     /// 1–10 entries.
+    #[schema(min_items = 1, max_items = 10)]
     pub entries: Vec<DeleteBatchEntry>,
 }
 
@@ -515,6 +535,7 @@ pub struct DeleteBatch {
 #[serde(deny_unknown_fields)]
 pub struct VisibilityInput {
     /// 0–43200; 0 makes the message visible now.
+    #[schema(maximum = 43200)]
     pub visibility_timeout_seconds: u32,
 }
 
@@ -522,11 +543,13 @@ pub struct VisibilityInput {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VisibilityBatchEntry {
-    /// Unique in the batch.
+    /// Unique in the batch: 1–80 of `[A-Za-z0-9_-]`.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,80}$")]
     pub id: String,
     /// From a receive.
     pub receipt_handle: String,
     /// 0–43200.
+    #[schema(maximum = 43200)]
     pub visibility_timeout_seconds: u32,
 }
 
@@ -535,6 +558,7 @@ pub struct VisibilityBatchEntry {
 #[serde(deny_unknown_fields)]
 pub struct VisibilityBatch {
     /// 1–10 entries.
+    #[schema(min_items = 1, max_items = 10)]
     pub entries: Vec<VisibilityBatchEntry>,
 }
 
@@ -545,6 +569,7 @@ pub struct PeekQuery {
     /// `visible` (default), `in_flight` or `delayed`.
     pub state: Option<PeekState>,
     /// 1–100, default 10.
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
 }
 
@@ -605,6 +630,7 @@ impl From<Quotas> for QuotasBody {
 #[serde(deny_unknown_fields)]
 pub struct CreateTenant {
     /// 1–64 of `[a-z0-9_-]`.
+    #[schema(pattern = "^[a-z0-9_-]{1,64}$")]
     pub id: String,
     /// Its limits (default: none).
     #[serde(default)]
@@ -657,6 +683,7 @@ pub struct MintToken {
     /// (not `admin`).
     pub scopes: Vec<String>,
     /// 60–31536000, default 3600.
+    #[schema(minimum = 60, maximum = 31536000)]
     pub ttl_seconds: Option<u64>,
 }
 

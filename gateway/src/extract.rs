@@ -78,7 +78,7 @@ where
         if !is_json {
             return Err(ApiError::UnsupportedMediaType);
         }
-        if bytes.is_empty() && EMPTY_OK {
+        if EMPTY_OK && (bytes.is_empty() || bytes.trim_ascii() == b"null") {
             return parse(b"{}").map(|value| Json(value, PhantomData));
         }
         parse(&bytes).map(|value| Json(value, PhantomData))

@@ -13,7 +13,7 @@ use sluice_services::ServiceError;
 
 /// Creates a tenant.
 #[utoipa::path(post, path = "/v1/admin/tenants", tag = "admin", request_body = CreateTenant,
-    responses((status = 201, body = Tenant), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 201, body = Tenant), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 409, description = "The tenant exists", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn create_tenant(
@@ -52,8 +52,8 @@ pub async fn list_tenants(
 
 /// One tenant.
 #[utoipa::path(get, path = "/v1/admin/tenants/{id}", tag = "admin",
-    params(("id" = String, Path, description = "Tenant id")),
-    responses((status = 200, body = Tenant), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+    params(("id" = String, Path, description = "Tenant id", pattern = "^[a-z0-9_-]{1,64}$")),
+    responses((status = 400, description = "A path or query parameter is invalid", body = ErrorBody), (status = 200, body = Tenant), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn get_tenant(
@@ -67,8 +67,8 @@ pub async fn get_tenant(
 
 /// Replaces a tenant's quotas.
 #[utoipa::path(patch, path = "/v1/admin/tenants/{id}", tag = "admin",
-    params(("id" = String, Path, description = "Tenant id")), request_body = UpdateTenant,
-    responses((status = 200, body = Tenant), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    params(("id" = String, Path, description = "Tenant id", pattern = "^[a-z0-9_-]{1,64}$")), request_body = UpdateTenant,
+    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = Tenant), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn update_tenant(
@@ -89,8 +89,8 @@ pub async fn update_tenant(
 
 /// Deletes a tenant and all its resources.
 #[utoipa::path(delete, path = "/v1/admin/tenants/{id}", tag = "admin",
-    params(("id" = String, Path, description = "Tenant id")),
-    responses((status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+    params(("id" = String, Path, description = "Tenant id", pattern = "^[a-z0-9_-]{1,64}$")),
+    responses((status = 400, description = "A path or query parameter is invalid", body = ErrorBody), (status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn delete_tenant(
@@ -105,8 +105,8 @@ pub async fn delete_tenant(
 
 /// Mints a token for a tenant (never with `admin`).
 #[utoipa::path(post, path = "/v1/admin/tenants/{id}/tokens", tag = "admin",
-    params(("id" = String, Path, description = "Tenant id")), request_body = MintToken,
-    responses((status = 201, body = MintedToken), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    params(("id" = String, Path, description = "Tenant id", pattern = "^[a-z0-9_-]{1,64}$")), request_body = MintToken,
+    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 201, body = MintedToken), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "This server verifies with a public key and holds no signing key", body = ErrorBody)),
     security(("bearer" = [])))]

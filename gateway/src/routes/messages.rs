@@ -17,7 +17,7 @@ use sluice_services::{BatchOutcome, ChangeVisibilityEntry, DeleteEntry, ReceiveR
 
 /// Sends one message; answered once it is durable.
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
     request_body = SendMessage,
     responses((status = 201, body = SendOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
@@ -38,9 +38,9 @@ pub async fn send(
 
 /// Sends up to ten messages; each entry succeeds or fails on its own.
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages/batch", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
     request_body = SendBatch,
-    responses((status = 200, body = SendBatchOutput),
+    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = SendBatchOutput),
         (status = 400, description = "Malformed batch: entry count, malformed or duplicate ids", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 413, body = ErrorBody)),
@@ -69,9 +69,9 @@ pub async fn send_batch(
 
 /// Receives up to `max_messages`, long-polling up to `wait_seconds`.
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages/receive", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name")),
-    request_body(content = ReceiveInput, description = "All fields optional; an empty body receives one message"),
-    responses((status = 200, body = MessageList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    request_body(content = Option<ReceiveInput>, description = "All fields optional; an empty body receives one message"),
+    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = MessageList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn receive(
@@ -96,7 +96,7 @@ pub async fn receive(
 /// Deletes a message by receipt handle. Deleting an already deleted message with its latest
 /// handle answers 204, so retries are safe.
 #[utoipa::path(delete, path = "/v1/queues/{queue}/messages/{receipt_handle}", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name"),
+    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$"),
         ("receipt_handle" = String, Path, description = "From a receive")),
     responses((status = 204, description = "Deleted"),
         (status = 400, description = "ReceiptHandleInvalid", body = ErrorBody),
@@ -129,9 +129,9 @@ fn batch_output(outcome: BatchOutcome<()>) -> BatchOutput {
 
 /// Deletes up to ten messages; each entry succeeds or fails on its own.
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages/delete", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
     request_body = DeleteBatch,
-    responses((status = 200, body = BatchOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = BatchOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn delete_batch(
@@ -155,10 +155,10 @@ pub async fn delete_batch(
 
 /// Changes a message's visibility timeout; 0 makes it visible now.
 #[utoipa::path(patch, path = "/v1/queues/{queue}/messages/{receipt_handle}", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name"),
+    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$"),
         ("receipt_handle" = String, Path, description = "From a receive")),
     request_body = VisibilityInput,
-    responses((status = 204, description = "Changed"), (status = 400, body = ErrorBody),
+    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 204, description = "Changed"), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 410, description = "ReceiptHandleStale", body = ErrorBody)),
     security(("bearer" = [])))]
@@ -178,9 +178,9 @@ pub async fn change_visibility(
 
 /// Changes up to ten messages' visibility; each entry succeeds or fails on its own.
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages/visibility", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name")),
+    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
     request_body = VisibilityBatch,
-    responses((status = 200, body = BatchOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = BatchOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn change_visibility_batch(
@@ -208,7 +208,7 @@ pub async fn change_visibility_batch(
 
 /// Shows messages in one state without receiving them: nothing changes.
 #[utoipa::path(get, path = "/v1/queues/{queue}/messages", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name"), PeekQuery),
+    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$"), PeekQuery),
     responses((status = 200, description = "Messages without receipt handles", body = MessageList),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody)),

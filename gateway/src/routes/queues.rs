@@ -17,9 +17,9 @@ const READ_SCOPES: [Scope; 3] = [
 
 /// Creates a queue, or replaces its whole configuration (omitted fields reset to defaults).
 #[utoipa::path(put, path = "/v1/queues/{queue}", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]")),
-    request_body(content = QueueConfigInput, description = "All fields optional; an empty body creates a queue with the defaults"),
-    responses(
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    request_body(content = Option<QueueConfigInput>, description = "All fields optional; an empty body creates a queue with the defaults"),
+    responses((status = 415, description = "The body is not application/json", body = ErrorBody), 
         (status = 201, description = "Created", body = Queue),
         (status = 200, description = "Configuration replaced; messages and created_at kept", body = Queue),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -46,9 +46,9 @@ pub async fn put_queue(
 
 /// Changes only the configuration fields given.
 #[utoipa::path(patch, path = "/v1/queues/{queue}", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name")),
-    request_body = QueueConfigInput,
-    responses((status = 200, body = Queue), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    request_body(content = Option<QueueConfigInput>, description = "Only the fields to change"),
+    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = Queue), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn patch_queue(
@@ -67,8 +67,8 @@ pub async fn patch_queue(
 
 /// A queue with its stats.
 #[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name")),
-    responses((status = 200, body = Queue), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    responses((status = 400, description = "A path or query parameter is invalid", body = ErrorBody), (status = 200, body = Queue), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn get_queue(
@@ -110,8 +110,8 @@ pub async fn list_queues(
 
 /// Deletes a queue with its messages.
 #[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name")),
-    responses((status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    responses((status = 400, description = "A path or query parameter is invalid", body = ErrorBody), (status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn delete_queue(
@@ -126,8 +126,8 @@ pub async fn delete_queue(
 
 /// Removes every message: visible, in flight and delayed.
 #[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name")),
-    responses((status = 204, description = "Purged"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    responses((status = 400, description = "A path or query parameter is invalid", body = ErrorBody), (status = 204, description = "Purged"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn purge_queue(

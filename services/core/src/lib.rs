@@ -83,9 +83,11 @@ impl Services {
             loop {
                 let next = services.clock.now() + every.as_millis() as u64;
                 services.clock.sleep_until(next).await;
-                if let Err(error) = services.engine.expire(services.clock.now()).await {
-                    // Logged by the caller's subscriber, if any; the next round retries.
-                    eprintln!("retention expiry failed: {error}");
+                match services.engine.expire(services.clock.now()).await {
+                    Ok(0) => {}
+                    Ok(expired) => tracing::debug!(expired, "retention expiry"),
+                    // The next round retries; expiry is idempotent.
+                    Err(error) => tracing::warn!(%error, "retention expiry failed"),
                 }
             }
         })
