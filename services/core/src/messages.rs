@@ -358,7 +358,6 @@ impl Services {
         receipt_handle: &str,
     ) -> Result<(), ServiceError> {
         let key = queue_key(tenant, queue)?;
-        self.config_of(&key).await?;
         let mut answers = self
             .engine
             .delete(&key, &[receipt_handle.to_owned()], self.clock.now())
@@ -380,7 +379,6 @@ impl Services {
     ) -> Result<BatchOutcome<()>, ServiceError> {
         validate_batch_ids(entries.iter().map(|e| e.id.as_str()))?;
         let key = queue_key(tenant, queue)?;
-        self.config_of(&key).await?;
         let handles: Vec<String> = entries.iter().map(|e| e.receipt_handle.clone()).collect();
         let answers = self.engine.delete(&key, &handles, self.clock.now()).await?;
         Ok(split_outcome(entries.into_iter().map(|e| e.id), answers))
@@ -401,7 +399,6 @@ impl Services {
             43_200,
         )?;
         let key = queue_key(tenant, queue)?;
-        self.config_of(&key).await?;
         let mut answers = self
             .engine
             .change_visibility(
@@ -427,7 +424,6 @@ impl Services {
     ) -> Result<BatchOutcome<()>, ServiceError> {
         validate_batch_ids(entries.iter().map(|e| e.id.as_str()))?;
         let key = queue_key(tenant, queue)?;
-        self.config_of(&key).await?;
         let mut failed = Vec::new();
         let mut valid = Vec::new();
         for (index, entry) in entries.into_iter().enumerate() {

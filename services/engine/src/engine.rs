@@ -47,7 +47,8 @@ impl QueueListener {
 ///   changing its visibility is `Stale`. A handle stays usable after its visibility timeout
 ///   until the next delivery.
 /// * **Isolation**: queues are identified by `(tenant, name)`; nothing one tenant names can
-///   reach another tenant's queue.
+///   reach another tenant's queue. Every message operation on a queue that does not exist
+///   answers [`EngineError::QueueNotFound`] (before looking at its handles or messages).
 #[async_trait]
 pub trait Engine: Send + Sync + 'static {
     /// Reachability check for readiness probes.
