@@ -163,6 +163,21 @@ fn runs(values: &[f64]) -> String {
         .join(", ")
 }
 
+/// CPU time used by this process so far (server and load generator, all threads), in seconds,
+/// from the utime and stime fields of /proc/self/stat (USER_HZ = 100 ticks per second).
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    match (ticks(11), ticks(12)) {
+        (Some(user), Some(system)) => (user + system) / 100.0,
+        _ => f64::NAN,
+    }
+}
+
 /// Latency summary of a set of samples.
 struct Latencies {
     count: usize,
@@ -201,9 +216,14 @@ impl Latencies {
     }
 }
 
-/// `GET /healthz` from `clients` concurrent tasks for `window`: requests/s.
-async fn noop_ceiling(target: &Target, clients: usize, window: Duration) -> BenchResult<f64> {
+/// `GET /healthz` from `clients` concurrent tasks for `window`: requests/s and cores busy.
+async fn noop_ceiling(
+    target: &Target,
+    clients: usize,
+    window: Duration,
+) -> BenchResult<(f64, f64)> {
     let done = Arc::new(AtomicU64::new(0));
+    let cpu_before = cpu_seconds();
     let start = Instant::now();
     let deadline = start + window;
     let mut tasks = Vec::new();
@@ -222,7 +242,11 @@ async fn noop_ceiling(target: &Target, clients: usize, window: Duration) -> Benc
     for task in tasks {
         task.await??;
     }
-    Ok(done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64())
+    let elapsed = start.elapsed().as_secs_f64();
+    Ok((
+        done.load(Ordering::Relaxed) as f64 / elapsed,
+        (cpu_seconds() - cpu_before) / elapsed,
+    ))
 }
 
 /// The figures of one end-to-end run.
@@ -235,6 +259,8 @@ struct Flow {
     lost: u64,
     duplicates: u64,
     empty_receives: u64,
+    /// CPU cores the process (server and load generator) kept busy on average.
+    cores_busy: f64,
 }
 
 /// What the consumers saw, shared between them.
@@ -269,6 +295,7 @@ async fn flow(target: &Target, queue: &str, batch: usize, window: Duration) -> B
     target.put_queue(queue).await?;
     let ledger = Arc::new(Ledger::default());
     let padding = Arc::new("x".repeat(BODY_BYTES));
+    let cpu_before = cpu_seconds();
     let start = Instant::now();
     let deadline = start + window;
 
@@ -407,6 +434,7 @@ async fn flow(target: &Target, queue: &str, batch: usize, window: Duration) -> B
     for task in consumers {
         task.await??;
     }
+    let cores_busy = (cpu_seconds() - cpu_before) / start.elapsed().as_secs_f64();
     let elapsed = Duration::from_nanos(ledger.last_delete_nanos.load(Ordering::Relaxed))
         .max(window)
         .as_secs_f64();
@@ -425,6 +453,7 @@ async fn flow(target: &Target, queue: &str, batch: usize, window: Duration) -> B
         lost: sent.saturating_sub(unique),
         duplicates,
         empty_receives: ledger.empty_receives.load(Ordering::Relaxed),
+        cores_busy,
     })
 }
 
@@ -493,6 +522,123 @@ async fn start_server(data_dir: &Path) -> BenchResult<Target> {
     })
 }
 
+/// One row of the throughput table.
+fn throughput_row(label: &str, runs_text: &str, msgs: Option<f64>, reqs: f64, vs: f64, tail: &str) {
+    let msgs = msgs.map_or_else(|| "-".to_owned(), |m| format!("{m:.0}"));
+    println!("| {label:<40} | {runs_text:<20} | {msgs:>13} | {reqs:>10.0} | {vs:>13.2}x | {tail}");
+}
+
+async fn run(plan: &Plan, quick: bool, data: &Path, fs: &str) -> BenchResult<()> {
+    let target = start_server(data).await?;
+    let clients = PRODUCERS + CONSUMERS;
+    println!(
+        "## sluice-gateway: HTTP end to end{}",
+        if quick { " (QUICK)" } else { "" }
+    );
+    println!();
+    println!(
+        "data dir {} ({fs}); {} cores shared by server and load generator; \
+         {PRODUCERS} producers + {CONSUMERS} consumers; {BODY_BYTES} B bodies; \
+         {} x {:.0} s windows, alternating",
+        data.display(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        plan.repetitions,
+        plan.window.as_secs_f64()
+    );
+
+    let mut ceiling = Vec::new();
+    let mut ceiling_cores = Vec::new();
+    let mut flows: [Vec<Flow>; 2] = [Vec::new(), Vec::new()];
+    for rep in 1..=plan.repetitions {
+        let (rate, cores) = noop_ceiling(&target, clients, plan.window).await?;
+        eprintln!("rep {rep}: GET /healthz {rate:.0} req/s");
+        ceiling.push(rate);
+        ceiling_cores.push(cores);
+        for (slot, batch) in [(0usize, 1usize), (1, 10)] {
+            let f = flow(&target, &format!("b{batch}-r{rep}"), batch, plan.window).await?;
+            eprintln!(
+                "rep {rep}: batch {batch}: {:.0} msgs/s, {:.0} req/s, sent {}, lost {}, \
+                 duplicates {}, empty receives {}",
+                f.msgs_per_second,
+                f.requests_per_second,
+                f.sent,
+                f.lost,
+                f.duplicates,
+                f.empty_receives
+            );
+            flows[slot].push(f);
+        }
+    }
+    let ceiling_m = median(&ceiling);
+
+    println!();
+    println!("### Throughput ({PRODUCERS} producers + {CONSUMERS} consumers, one queue, 1 KiB)");
+    println!();
+    println!(
+        "| workload                                 | msgs/s per run       | msgs/s median \
+         | HTTP req/s | req/s vs no-op | CPU cores busy | sent | lost | duplicates |"
+    );
+    println!(
+        "|------------------------------------------|----------------------|--------------:\
+         |-----------:|---------------:|---------------:|-----:|-----:|-----------:|"
+    );
+    throughput_row(
+        &format!("no-op ceiling: GET /healthz, {clients} clients"),
+        &runs(&ceiling),
+        None,
+        ceiling_m,
+        1.0,
+        &format!("{:>14.2} | - | - | - |", median(&ceiling_cores)),
+    );
+    let mut msgs_medians = [0.0; 2];
+    for (slot, label) in ["batches of 1", "batches of 10"].into_iter().enumerate() {
+        let f = &flows[slot];
+        let msgs: Vec<f64> = f.iter().map(|x| x.msgs_per_second).collect();
+        let reqs = median(&f.iter().map(|x| x.requests_per_second).collect::<Vec<_>>());
+        let cores = median(&f.iter().map(|x| x.cores_busy).collect::<Vec<_>>());
+        msgs_medians[slot] = median(&msgs);
+        throughput_row(
+            &format!("send + receive + delete, {label}"),
+            &runs(&msgs),
+            Some(msgs_medians[slot]),
+            reqs,
+            reqs / ceiling_m,
+            &format!(
+                "{cores:>14.2} | {} | {} | {} |",
+                f.iter().map(|x| x.sent).sum::<u64>(),
+                f.iter().map(|x| x.lost).sum::<u64>(),
+                f.iter().map(|x| x.duplicates).sum::<u64>(),
+            ),
+        );
+    }
+    let [m1, m10] = msgs_medians;
+    println!();
+    println!("batches of 10 / batches of 1: {:.1}x msgs/s", m10 / m1);
+    println!(
+        "msgs/s as a fraction of no-op req/s: batches of 1 {:.3}, batches of 10 {:.3} \
+         (a message costs 3 requests at batch 1, 0.3 at batch 10)",
+        m1 / ceiling_m,
+        m10 / ceiling_m
+    );
+
+    let noop = noop_latency(&target, plan.latency_window).await?;
+    let send = send_latency(&target, "latency", plan.latency_window).await?;
+    println!();
+    println!("### Single-client latency (one request at a time, keep-alive)");
+    println!();
+    println!(
+        "| request                              |  samples |  p50 (ms) |  p99 (ms) \
+         | p99.9 (ms) |  max (ms) |"
+    );
+    println!(
+        "|--------------------------------------|---------:|----------:|----------:\
+         |-----------:|----------:|"
+    );
+    noop.row("GET /healthz (no-op)");
+    send.row("POST /messages, 1 KiB (durable send)");
+    Ok(())
+}
+
 fn main() -> BenchResult<()> {
     let quick = std::env::var("SLUICE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
     let plan = if quick { Plan::quick() } else { Plan::full() };
@@ -503,102 +649,8 @@ fn main() -> BenchResult<()> {
     let data = tempfile::Builder::new()
         .prefix("sluice-http-bench-")
         .tempdir_in(&base)?;
-    runtime.block_on(async {
-        let target = start_server(data.path()).await?;
-        println!("## sluice-gateway: HTTP end to end{}", if quick { " (QUICK)" } else { "" });
-        println!();
-        println!(
-            "data dir {} ({fs}); {} cores shared by server and load generator; \
-             {PRODUCERS} producers + {CONSUMERS} consumers; {BODY_BYTES} B bodies; \
-             {} x {:.0} s windows, alternating",
-            data.path().display(),
-            std::thread::available_parallelism().map_or(0, |n| n.get()),
-            plan.repetitions,
-            plan.window.as_secs_f64()
-        );
-
-        let mut ceiling = Vec::new();
-        let mut flows: [Vec<Flow>; 2] = [Vec::new(), Vec::new()];
-        for rep in 1..=plan.repetitions {
-            let c = noop_ceiling(&target, PRODUCERS + CONSUMERS, plan.window).await?;
-            eprintln!("rep {rep}: GET /healthz {c:.0} req/s");
-            ceiling.push(c);
-            for (slot, batch) in [(0usize, 1usize), (1, 10)] {
-                let f = flow(&target, &format!("b{batch}-r{rep}"), batch, plan.window).await?;
-                eprintln!(
-                    "rep {rep}: batch {batch}: {:.0} msgs/s, {:.0} req/s, sent {}, lost {}, \
-                     duplicates {}, empty receives {}",
-                    f.msgs_per_second,
-                    f.requests_per_second,
-                    f.sent,
-                    f.lost,
-                    f.duplicates,
-                    f.empty_receives
-                );
-                flows[slot].push(f);
-            }
-        }
-        let ceiling_m = median(&ceiling);
-
-        println!();
-        println!("### Throughput ({PRODUCERS} producers + {CONSUMERS} consumers, one queue)");
-        println!();
-        println!("| workload                                   | msgs/s per run       | msgs/s median | HTTP req/s median | req/s vs no-op | sent | lost | dup |");
-        println!("|--------------------------------------------|----------------------|--------------:|------------------:|---------------:|-----:|-----:|----:|");
-        println!(
-            "| no-op ceiling: GET /healthz, {:>2} clients    | {:<20} | {:>13} | {ceiling_m:>17.0} | {:>13.2}x | {:>4} | {:>4} | {:>3} |",
-            PRODUCERS + CONSUMERS,
-            runs(&ceiling),
-            "-",
-            1.0,
-            "-",
-            "-",
-            "-"
-        );
-        for (slot, label) in [
-            "send + receive + delete, batches of 1 ",
-            "send + receive + delete, batches of 10",
-        ]
-        .iter()
-        .enumerate()
-        {
-            let f = &flows[slot];
-            let msgs: Vec<f64> = f.iter().map(|x| x.msgs_per_second).collect();
-            let reqs: Vec<f64> = f.iter().map(|x| x.requests_per_second).collect();
-            let req_m = median(&reqs);
-            println!(
-                "| {label}     | {:<20} | {:>13.0} | {req_m:>17.0} | {:>13.2}x | {:>4} | {:>4} | {:>3} |",
-                runs(&msgs),
-                median(&msgs),
-                req_m / ceiling_m,
-                f.iter().map(|x| x.sent).sum::<u64>(),
-                f.iter().map(|x| x.lost).sum::<u64>(),
-                f.iter().map(|x| x.duplicates).sum::<u64>(),
-            );
-        }
-        let m1 = median(&flows[0].iter().map(|x| x.msgs_per_second).collect::<Vec<_>>());
-        let m10 = median(&flows[1].iter().map(|x| x.msgs_per_second).collect::<Vec<_>>());
-        println!();
-        println!("batches of 10 / batches of 1: {:.1}x msgs/s", m10 / m1);
-        println!(
-            "msgs/s vs no-op req/s: batches of 1 {:.3}, batches of 10 {:.3} \
-             (one message costs 3 requests at batch 1, 0.3 at batch 10)",
-            m1 / ceiling_m,
-            m10 / ceiling_m
-        );
-
-        let noop = noop_latency(&target, plan.latency_window).await?;
-        let send = send_latency(&target, "latency", plan.latency_window).await?;
-        println!();
-        println!("### Single-client latency (one request at a time, keep-alive)");
-        println!();
-        println!("| request                              |  samples |  p50 (ms) |  p99 (ms) | p99.9 (ms) |  max (ms) |");
-        println!("|--------------------------------------|---------:|----------:|----------:|-----------:|----------:|");
-        noop.row("GET /healthz (no-op)");
-        send.row("POST /messages, 1 KiB (durable send)");
-        Ok::<(), Box<dyn Error + Send + Sync>>(())
-    })?;
-    // The server task is dropped with the runtime; then the data folder goes.
+    runtime.block_on(run(&plan, quick, data.path(), &fs))?;
+    // The server task goes with the runtime; then the data folder.
     drop(runtime);
     drop(data);
     Ok(())
