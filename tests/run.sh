@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace on a fresh Debian machine with the Rust toolchain: installs
-# the system tools the tests use when they are missing, then unit tests, the conformance suite
-# on every engine, the property tests and the end-to-end tests against the real binary.
+# the system tools the tests use when they are missing (openssl, python3, curl, redis-server),
+# then unit tests, the conformance suite on every engine (embedded, Redis, Redis Cluster), the
+# property tests, the end-to-end tests against the real binary, and the schemathesis run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,8 @@ command -v openssl >/dev/null 2>&1 || need_packages+=(openssl)
 command -v python3 >/dev/null 2>&1 || need_packages+=(python3)
 command -v curl >/dev/null 2>&1 || need_packages+=(curl)
 command -v cc >/dev/null 2>&1 || need_packages+=(build-essential)
+command -v redis-server >/dev/null 2>&1 || need_packages+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need_packages+=(redis-tools)
 if [ ${#need_packages[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "tests/run.sh: please install: ${need_packages[*]}" >&2
@@ -18,6 +21,8 @@ if [ ${#need_packages[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_packages[@]}" >/dev/null
 fi
+# The tests start their own redis-server processes on free ports; a packaged instance that
+# the install may have started is not used.
 
 # Two cores: let cargo schedule builds, and keep test threads to a sane number.
 export RUST_BACKTRACE=1

@@ -9,6 +9,7 @@ use rand::RngCore;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// `sluice`: multi-tenant message queues over HTTP.
 #[derive(Debug, Parser)]
@@ -60,6 +61,22 @@ pub struct CommonArgs {
     /// Largest message any queue may accept, in bytes (1024–1048576). Default 1048576.
     #[arg(long, env = "SLUICE_MAX_MESSAGE_BYTES")]
     pub max_message_bytes: Option<u32>,
+    /// Where messages live: `embedded` (default, in the data folder), `redis://HOST:PORT[/DB]`
+    /// or `redis+cluster://H1:P1,H2:P2,...`.
+    #[arg(long, env = "SLUICE_STORE")]
+    pub store: Option<String>,
+    /// Redis: prefix of every key (several deployments can share one Redis). Default `sluice`.
+    #[arg(long, env = "SLUICE_REDIS_KEY_PREFIX")]
+    pub redis_key_prefix: Option<String>,
+    /// Redis: answer a write only once this many replicas acknowledged it (`WAIT`).
+    #[arg(long, env = "SLUICE_REDIS_WAIT_REPLICAS")]
+    pub redis_wait_replicas: Option<usize>,
+    /// Redis: how long `WAIT` may take, in milliseconds. Default 1000.
+    #[arg(long, env = "SLUICE_REDIS_WAIT_TIMEOUT_MS")]
+    pub redis_wait_timeout_ms: Option<u64>,
+    /// Redis: bound on every call, in milliseconds; past it requests answer 503. Default 5000.
+    #[arg(long, env = "SLUICE_REDIS_TIMEOUT_MS")]
+    pub redis_timeout_ms: Option<u64>,
 }
 
 /// `sluice token`.
@@ -92,8 +109,28 @@ pub enum KeySource {
     Generated(Vec<u8>),
 }
 
+/// Where messages live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Store {
+    /// The embedded engine in the data folder.
+    Embedded,
+    /// A Redis server or cluster.
+    Redis {
+        /// `redis://…` or `redis+cluster://…`.
+        url: String,
+        /// Key prefix.
+        key_prefix: String,
+        /// `WAIT` for this many replicas, this long, after each durable write.
+        wait_replicas: Option<(usize, Duration)>,
+        /// Bound on every call.
+        timeout: Duration,
+    },
+}
+
 /// Validated settings.
 pub struct Settings {
+    /// Where messages live.
+    pub store: Store,
     /// Where to listen.
     pub listen: SocketAddr,
     /// The data folder.
@@ -123,6 +160,7 @@ impl Settings {
             }
             None => CommonArgs::default(),
         };
+        let store = resolve_store(args, &file)?;
         let listen_text = args
             .listen
             .clone()
@@ -189,6 +227,7 @@ impl Settings {
             (None, None) => KeySource::Generated(generated_key(&data_dir)?),
         };
         Ok(Settings {
+            store,
             listen,
             data_dir,
             key,
@@ -217,6 +256,48 @@ impl Settings {
     pub fn is_development(&self) -> bool {
         matches!(self.key, KeySource::Generated(_))
     }
+}
+
+fn resolve_store(args: &CommonArgs, file: &CommonArgs) -> Result<Store, ConfigError> {
+    let store = args
+        .store
+        .clone()
+        .or(file.store.clone())
+        .unwrap_or_else(|| "embedded".into());
+    if store == "embedded" {
+        return Ok(Store::Embedded);
+    }
+    if !(store.starts_with("redis://") || store.starts_with("redis+cluster://")) {
+        return Err(ConfigError(format!(
+            "store: {store:?} is not `embedded`, `redis://HOST:PORT` or `redis+cluster://H1:P1,H2:P2`"
+        )));
+    }
+    let key_prefix = args
+        .redis_key_prefix
+        .clone()
+        .or(file.redis_key_prefix.clone())
+        .unwrap_or_else(|| "sluice".into());
+    let wait_timeout = args
+        .redis_wait_timeout_ms
+        .or(file.redis_wait_timeout_ms)
+        .unwrap_or(1000);
+    let wait_replicas = match args.redis_wait_replicas.or(file.redis_wait_replicas) {
+        None | Some(0) => None,
+        Some(n) => Some((n, Duration::from_millis(wait_timeout))),
+    };
+    let timeout = args
+        .redis_timeout_ms
+        .or(file.redis_timeout_ms)
+        .unwrap_or(5000);
+    if timeout == 0 {
+        return Err(ConfigError("redis_timeout_ms: must be at least 1".into()));
+    }
+    Ok(Store::Redis {
+        url: store,
+        key_prefix,
+        wait_replicas,
+        timeout: Duration::from_millis(timeout),
+    })
 }
 
 /// Reads the data folder's signing key, creating it (readable by the owner only) if absent.

@@ -1,12 +1,13 @@
 //! Start-up: opens the engine named by the settings (the only place that names a concrete
-//! engine), binds the listener, starts background work, and serves until stopped.
+//! engine: embedded or Redis), binds the listener, starts background work, and serves until stopped.
 
 use crate::app::router;
 use crate::auth::Auth;
-use crate::config::Settings;
+use crate::config::{Settings, Store};
 use crate::state::AppState;
 use sluice_embedded::{EmbeddedEngine, EmbeddedOptions};
-use sluice_engine::{Clock, SystemClock};
+use sluice_engine::{Clock, Engine, SystemClock};
+use sluice_redis::{RedisEngine, RedisOptions};
 use sluice_services::{Limits, Services};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,10 +27,10 @@ pub enum StartError {
     #[error("{0}")]
     Config(String),
     /// The store could not be opened.
-    #[error("cannot open the store in {dir}: {error}")]
+    #[error("store: cannot open {store}: {error}")]
     Store {
-        /// The data folder.
-        dir: String,
+        /// The data folder or the Redis address.
+        store: String,
         /// Why.
         error: String,
     },
@@ -52,16 +53,10 @@ impl Application {
             settings.audience.clone(),
         )
         .map_err(StartError::Config)?;
-        let engine =
-            EmbeddedEngine::open(&settings.data_dir, EmbeddedOptions::default()).map_err(|e| {
-                StartError::Store {
-                    dir: settings.data_dir.display().to_string(),
-                    error: e.to_string(),
-                }
-            })?;
+        let engine = open_engine(settings).await?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let services = Services::new(
-            Arc::new(engine),
+            engine,
             clock,
             Limits {
                 max_message_bytes: settings.max_message_bytes,
@@ -101,6 +96,38 @@ impl Application {
             .await;
         expiry.abort();
         result
+    }
+}
+
+/// The only place that names a concrete engine.
+async fn open_engine(settings: &Settings) -> Result<Arc<dyn Engine>, StartError> {
+    match &settings.store {
+        Store::Embedded => EmbeddedEngine::open(&settings.data_dir, EmbeddedOptions::default())
+            .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
+            .map_err(|e| StartError::Store {
+                store: settings.data_dir.display().to_string(),
+                error: e.to_string(),
+            }),
+        Store::Redis {
+            url,
+            key_prefix,
+            wait_replicas,
+            timeout,
+        } => {
+            let options = RedisOptions {
+                key_prefix: key_prefix.clone(),
+                wait_replicas: *wait_replicas,
+                command_timeout: *timeout,
+                ..RedisOptions::default()
+            };
+            RedisEngine::connect(url, options)
+                .await
+                .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
+                .map_err(|e| StartError::Store {
+                    store: url.clone(),
+                    error: e.to_string(),
+                })
+        }
     }
 }
 

@@ -8,4 +8,5 @@ mod harness;
 mod openapi;
 mod queues_and_messages;
 mod readme;
+mod redis;
 mod restart;

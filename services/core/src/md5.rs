@@ -59,7 +59,8 @@ mod tests {
     #[test]
     fn attribute_digest_matches_published_sqs_values() {
         // Digests that SQS clients verify against, as published by SQS emulators' test suites.
-        let cases: [(&[(&str, &str, &str)], &str); 3] = [
+        type Attributes<'a> = &'a [(&'a str, &'a str, &'a str)];
+        let cases: [(Attributes, &str); 3] = [
             (
                 &[("SellerName", "String", "Example Store")],
                 "cd28f3b68aeee4b2eac9c66f2f694b58",

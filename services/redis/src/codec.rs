@@ -1,0 +1,176 @@
+//! What the engine stores in Redis values, and how it reads script replies.
+//!
+//! A message's immutable part (id, body, attributes, group) is one JSON value in the queue's
+//! `msg` hash, written once at send and read only when the message is delivered or peeked;
+//! everything a script needs to decide (times, counts, delivery numbers) lives in sorted-set
+//! scores and the small `rx` record, so scripts never parse JSON.
+
+use redis::Value;
+use serde::{Deserialize, Serialize};
+use sluice_engine::{EngineError, MessageAttribute, Millis, QueueConfig, QueueStats, TenantRecord};
+use std::collections::BTreeMap;
+
+/// The immutable part of a message, with short field names (it is stored once per message).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct StoredBody {
+    #[serde(rename = "i")]
+    pub message_id: String,
+    #[serde(rename = "b")]
+    pub body: String,
+    #[serde(rename = "a", default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, MessageAttribute>,
+    #[serde(rename = "g", default, skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
+}
+
+fn corrupt(what: &str) -> EngineError {
+    EngineError::Internal(format!("unexpected reply from Redis: {what}"))
+}
+
+pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<String, EngineError> {
+    serde_json::to_string(value).map_err(|e| EngineError::Internal(format!("encode: {e}")))
+}
+
+pub(crate) fn from_json<T: for<'de> Deserialize<'de>>(text: &[u8]) -> Result<T, EngineError> {
+    serde_json::from_slice(text)
+        .map_err(|e| EngineError::Internal(format!("corrupt record in Redis: {e}")))
+}
+
+/// A script reply read front to back.
+pub(crate) struct Reply {
+    items: std::vec::IntoIter<Value>,
+}
+
+impl Reply {
+    /// An array reply whose first element is the status: `None` when it is 0 (the queue does
+    /// not exist), the rest of the reply otherwise.
+    pub fn of_queue(value: Value) -> Result<Option<Self>, EngineError> {
+        let mut reply = Self::new(value)?;
+        match reply.int()? {
+            0 => Ok(None),
+            _ => Ok(Some(reply)),
+        }
+    }
+
+    pub fn new(value: Value) -> Result<Self, EngineError> {
+        match value {
+            Value::Array(items) => Ok(Self {
+                items: items.into_iter(),
+            }),
+            other => Err(corrupt(&format!("expected an array, got {other:?}"))),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.len() == 0
+    }
+
+    fn next(&mut self) -> Result<Value, EngineError> {
+        self.items.next().ok_or_else(|| corrupt("reply too short"))
+    }
+
+    pub fn int(&mut self) -> Result<i64, EngineError> {
+        match self.next()? {
+            Value::Int(n) => Ok(n),
+            other => Err(corrupt(&format!("expected an integer, got {other:?}"))),
+        }
+    }
+
+    pub fn u64(&mut self) -> Result<u64, EngineError> {
+        u64::try_from(self.int()?).map_err(|_| corrupt("negative number"))
+    }
+
+    /// A time, or `None` for the scripts' `-1`.
+    pub fn time(&mut self) -> Result<Option<Millis>, EngineError> {
+        Ok(u64::try_from(self.int()?).ok())
+    }
+
+    pub fn bytes(&mut self) -> Result<Vec<u8>, EngineError> {
+        match self.next()? {
+            Value::BulkString(b) => Ok(b),
+            Value::SimpleString(s) => Ok(s.into_bytes()),
+            other => Err(corrupt(&format!("expected a string, got {other:?}"))),
+        }
+    }
+
+    pub fn text(&mut self) -> Result<String, EngineError> {
+        String::from_utf8(self.bytes()?).map_err(|_| corrupt("text is not UTF-8"))
+    }
+
+    /// The stats every describing reply ends with.
+    pub fn stats(&mut self) -> Result<QueueStats, EngineError> {
+        Ok(QueueStats {
+            visible: self.u64()?,
+            in_flight: self.u64()?,
+            delayed: self.u64()?,
+            oldest_sent_at: self.time()?,
+        })
+    }
+}
+
+/// A queue as `put_queue` and `queue_info` describe it (after their status element).
+pub(crate) struct Described {
+    pub uid: String,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+    pub config: QueueConfig,
+    pub stats: QueueStats,
+}
+
+impl Described {
+    pub fn read(reply: &mut Reply) -> Result<Self, EngineError> {
+        Ok(Self {
+            uid: reply.text()?,
+            created_at: reply.u64()?,
+            updated_at: reply.u64()?,
+            config: from_json(&reply.bytes()?)?,
+            stats: reply.stats()?,
+        })
+    }
+}
+
+pub(crate) fn tenant_from(value: Option<Vec<u8>>) -> Result<Option<TenantRecord>, EngineError> {
+    value.map(|v| from_json(&v)).transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_round_trip_compactly() {
+        let mut attributes = BTreeMap::new();
+        attributes.insert(
+            "k".to_owned(),
+            MessageAttribute {
+                data_type: "String".into(),
+                value: "v\"é".into(),
+            },
+        );
+        let body = StoredBody {
+            message_id: "id".into(),
+            body: "hello\n\u{1F600}".into(),
+            attributes,
+            group_id: None,
+        };
+        let json = to_json(&body).unwrap();
+        assert!(!json.contains("\"g\""));
+        let back: StoredBody = from_json(json.as_bytes()).unwrap();
+        assert_eq!(back.body, body.body);
+        assert_eq!(back.attributes, body.attributes);
+        assert_eq!(back.group_id, None);
+    }
+
+    #[test]
+    fn queue_status_zero_means_missing() {
+        assert!(Reply::of_queue(Value::Array(vec![Value::Int(0)]))
+            .unwrap()
+            .is_none());
+        let mut r = Reply::of_queue(Value::Array(vec![Value::Int(1), Value::Int(-1)]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.time().unwrap(), None);
+        assert!(r.is_empty());
+        assert!(Reply::new(Value::Int(3)).is_err());
+    }
+}

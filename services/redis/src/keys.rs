@@ -1,0 +1,141 @@
+//! Every Redis key and channel name the engine uses, built in one place.
+//!
+//! Layout (`P` is [`RedisOptions::key_prefix`](crate::RedisOptions::key_prefix)):
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `{P:<tenant>:<queue>}:meta` | hash | `uid`, `config` (JSON), `retention` (ms), `max_depth` (`""`: none), `created_at`, `updated_at`, counters `seq` and `delivery` |
+//! | `{P:<tenant>:<queue>}:vis` | zset | every message, scored by `visible_at`; member = zero-padded seq, so equal scores order by seq |
+//! | `{P:<tenant>:<queue>}:rcv` | zset | the messages received at least once, same scores (in flight = score > now) |
+//! | `{P:<tenant>:<queue>}:sent` | zset | every message scored by `sent_at`: depth (`ZCARD`), retention, oldest age |
+//! | `{P:<tenant>:<queue>}:msg` | hash | member → the immutable message (id, body, attributes, group) as JSON |
+//! | `{P:<tenant>:<queue>}:rx` | hash | member → `receive_count:first_received_at:delivery` (absent until received) |
+//! | `{P}:tenants` | hash | tenant id → tenant record (JSON) |
+//! | `{P}:tenant-ids` | zset | tenant ids, score 0 (ordered listing by `ZRANGEBYLEX`) |
+//! | `{P}:tenant:<tenant>:queues` | zset | the tenant's queue names, score 0 (ordered listing, count) |
+//! | `{P}:queues` | zset | `<tenant>/<queue>` of every queue, scored by when it was last registered (the expiry sweep walks it) |
+//! | `{P}:queue-uids` | hash | `<tenant>/<queue>` → uid of the incarnation it was last registered for |
+//!
+//! Pub/sub channel `P:wake` carries `<engine instance> <tenant>/<queue>` after a send (or a
+//! visibility reset to 0, or a queue deletion).
+//!
+//! The six keys of one queue share one hash tag, so each queue lives in one cluster slot and
+//! each queue operation is one script over one slot. The registries share another tag so that
+//! registering or dropping a queue or tenant is one atomic script; they are touched by
+//! administration and by the expiry sweep only, never by send, receive or delete.
+
+use sluice_engine::{EngineError, QueueKey, QueueName, TenantId};
+
+/// Builds key names under one prefix.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    prefix: String,
+}
+
+/// The six keys of one queue, in the order every queue script takes them as `KEYS`.
+#[derive(Debug, Clone)]
+pub(crate) struct QueueKeys(pub [String; 6]);
+
+impl Keys {
+    /// Checks the prefix cannot break a hash tag or a key.
+    pub fn new(prefix: &str) -> Result<Self, EngineError> {
+        let bad = |c: char| c == '{' || c == '}' || c.is_whitespace() || c.is_control();
+        if prefix.is_empty() || prefix.chars().any(bad) {
+            return Err(EngineError::Internal(format!(
+                "invalid Redis key prefix {prefix:?}: it must be non-empty, without braces or whitespace"
+            )));
+        }
+        Ok(Self {
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    /// The keys of one queue: meta, vis, rcv, sent, msg, rx.
+    pub fn queue(&self, key: &QueueKey) -> QueueKeys {
+        let tag = format!("{{{}:{}:{}}}", self.prefix, key.tenant, key.name);
+        QueueKeys(["meta", "vis", "rcv", "sent", "msg", "rx"].map(|part| format!("{tag}:{part}")))
+    }
+
+    /// How a queue is named in the registry and in wake-ups: `<tenant>/<queue>`.
+    pub fn queue_id(key: &QueueKey) -> String {
+        format!("{}/{}", key.tenant, key.name)
+    }
+
+    /// The inverse of [`queue_id`](Self::queue_id); `None` for anything it cannot have made.
+    pub fn parse_queue_id(text: &str) -> Option<QueueKey> {
+        let (tenant, name) = text.split_once('/')?;
+        Some(QueueKey::new(
+            TenantId::parse(tenant).ok()?,
+            QueueName::parse(name).ok()?,
+        ))
+    }
+
+    fn registry(&self, part: &str) -> String {
+        format!("{{{}}}:{part}", self.prefix)
+    }
+
+    /// Every queue, for the expiry sweep.
+    pub fn all_queues(&self) -> String {
+        self.registry("queues")
+    }
+
+    /// Per registered queue, the uid of the incarnation it was registered for.
+    pub fn queue_uids(&self) -> String {
+        self.registry("queue-uids")
+    }
+
+    /// One tenant's queue names.
+    pub fn tenant_queues(&self, tenant: &TenantId) -> String {
+        self.registry(&format!("tenant:{tenant}:queues"))
+    }
+
+    /// Tenant records by id.
+    pub fn tenants(&self) -> String {
+        self.registry("tenants")
+    }
+
+    /// Tenant ids in order.
+    pub fn tenant_ids(&self) -> String {
+        self.registry("tenant-ids")
+    }
+
+    /// The pub/sub channel of wake-ups.
+    pub fn wake_channel(&self) -> String {
+        format!("{}:wake", self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(tenant: &str, name: &str) -> QueueKey {
+        QueueKey::new(
+            TenantId::parse(tenant).unwrap(),
+            QueueName::parse(name).unwrap(),
+        )
+    }
+
+    #[test]
+    fn queue_keys_share_one_hash_tag() {
+        let keys = Keys::new("sluice").unwrap();
+        let q = keys.queue(&key("acme", "orders.fifo"));
+        for k in &q.0 {
+            assert!(k.starts_with("{sluice:acme:orders.fifo}:"), "{k}");
+        }
+        assert_eq!(
+            keys.tenant_queues(&TenantId::parse("acme").unwrap()),
+            "{sluice}:tenant:acme:queues"
+        );
+        assert!(Keys::new("a{b").is_err());
+        assert!(Keys::new("").is_err());
+    }
+
+    #[test]
+    fn queue_ids_round_trip() {
+        let k = key("acme", "orders");
+        assert_eq!(Keys::parse_queue_id(&Keys::queue_id(&k)), Some(k));
+        assert_eq!(Keys::parse_queue_id("no-slash"), None);
+        assert_eq!(Keys::parse_queue_id("Bad/x"), None);
+    }
+}

@@ -1,0 +1,61 @@
+//! The Lua scripts, one per operation, each in `scripts/<operation>.lua` opening with its
+//! `KEYS`/`ARGV` contract. Queue scripts get the shared prelude `scripts/queue.lua` (key
+//! names, helpers) prepended at compile time. Each script is hashed once per process; calls
+//! go by `EVALSHA` and a script is (re)loaded only when Redis answers `NOSCRIPT` (see
+//! [`Redis::eval`](crate::conn::Redis::eval)).
+
+use redis::Script;
+use std::sync::LazyLock;
+
+// The first line of each script is its Redis 7 shebang. `allow-oom` goes on scripts that free
+// memory or grow it by a few bytes at most (receive bookkeeping, deletions, expiry), so that
+// consumers can still receive and delete, and so drain a Redis that hit `maxmemory`; scripts
+// that store messages or queues have no such flag and are refused before they change anything
+// (`OOM`, answered as `Unavailable`). Read-only scripts are `no-writes`.
+macro_rules! queue_script {
+    ($name:ident, $shebang:literal, $file:literal) => {
+        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                $shebang,
+                "\n",
+                include_str!("scripts/queue.lua"),
+                include_str!(concat!("scripts/", $file))
+            ))
+        });
+    };
+}
+
+macro_rules! registry_script {
+    ($name:ident, $shebang:literal, $file:literal) => {
+        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                $shebang,
+                "\n",
+                include_str!(concat!("scripts/", $file))
+            ))
+        });
+    };
+}
+
+queue_script!(PUT_QUEUE, "#!lua", "put_queue.lua");
+queue_script!(QUEUE_INFO, "#!lua flags=no-writes", "queue_info.lua");
+queue_script!(DELETE_QUEUE, "#!lua flags=allow-oom", "delete_queue.lua");
+queue_script!(PURGE, "#!lua flags=allow-oom", "purge.lua");
+queue_script!(SEND, "#!lua", "send.lua");
+queue_script!(RECEIVE, "#!lua flags=allow-oom", "receive.lua");
+queue_script!(DELETE, "#!lua flags=allow-oom", "delete.lua");
+queue_script!(
+    CHANGE_VISIBILITY,
+    "#!lua flags=allow-oom",
+    "change_visibility.lua"
+);
+queue_script!(PEEK, "#!lua flags=no-writes", "peek.lua");
+queue_script!(EXPIRE, "#!lua flags=allow-oom", "expire.lua");
+registry_script!(REGISTER_QUEUE, "#!lua", "register_queue.lua");
+registry_script!(
+    UNREGISTER_QUEUE,
+    "#!lua flags=allow-oom",
+    "unregister_queue.lua"
+);
+registry_script!(TENANT_PUT, "#!lua flags=allow-oom", "tenant_put.lua");
+registry_script!(TENANT_DELETE, "#!lua flags=allow-oom", "tenant_delete.lua");

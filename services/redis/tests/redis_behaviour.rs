@@ -1,0 +1,708 @@
+//! What only the Redis engine has to get right, beyond the conformance suite: scripts survive
+//! `SCRIPT FLUSH`, one Redis call per hot operation, wake-ups across engines, concurrent
+//! expiry, outages, the eviction-policy check, replicas with `WAIT`, and durability with
+//! `appendfsync always` across a SIGKILL. Tests that change a server's state get a server of
+//! their own; the others share one and isolate themselves by key prefix.
+
+use sluice_engine::{
+    Engine, EngineError, ManualClock, Millis, NewMessage, QueueConfig, QueueKey, QueueName,
+    TenantId,
+};
+use sluice_redis::{RedisEngine, RedisOptions};
+use sluice_services::{
+    ChangeVisibilityEntry, DeleteEntry, Limits, QueueConfigPatch, ReceiveRequest, SendEntry,
+    SendRequest, Services,
+};
+use sluice_testkit::{shared_server, unique_prefix, RedisServer};
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const NOW: Millis = 1_767_225_600_000;
+
+fn key(name: &str) -> QueueKey {
+    QueueKey::new(
+        TenantId::parse("acme").unwrap(),
+        QueueName::parse(name).unwrap(),
+    )
+}
+
+fn message(body: &str, now: Millis) -> NewMessage {
+    NewMessage {
+        message_id: format!("id-{body}"),
+        body: body.to_owned(),
+        attributes: BTreeMap::new(),
+        visible_at: now,
+        group_id: None,
+    }
+}
+
+fn config() -> QueueConfig {
+    QueueConfig::with_defaults(262_144)
+}
+
+fn options(prefix: &str) -> RedisOptions {
+    RedisOptions {
+        key_prefix: prefix.to_owned(),
+        ..RedisOptions::default()
+    }
+}
+
+async fn engine(url: &str, prefix: &str) -> RedisEngine {
+    RedisEngine::connect(url, options(prefix))
+        .await
+        .unwrap_or_else(|e| panic!("connect to {url}: {e}"))
+}
+
+/// Reads a server's MONITOR stream and answers the commands clients sent between two marks,
+/// leaving out the commands scripts ran (`[0 lua]`).
+struct Monitor {
+    port: u16,
+    reader: BufReader<TcpStream>,
+    marks: u32,
+}
+
+impl Monitor {
+    fn start(port: u16) -> Self {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        stream.write_all(b"MONITOR\r\n").unwrap();
+        let mut monitor = Self {
+            port,
+            reader: BufReader::new(stream),
+            marks: 0,
+        };
+        let mut ok = String::new();
+        monitor.reader.read_line(&mut ok).unwrap();
+        assert_eq!(ok.trim(), "+OK");
+        monitor.mark();
+        monitor
+    }
+
+    /// The client commands seen since the previous mark (their names, upper-cased).
+    fn mark(&mut self) -> Vec<String> {
+        self.marks += 1;
+        let tag = format!("sluice-mark-{}", self.marks);
+        sluice_testkit::query(self.port, &["ECHO", &tag]).unwrap();
+        let mut seen = Vec::new();
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).unwrap();
+            if line.contains(&format!("\"ECHO\" \"{tag}\"")) {
+                return seen;
+            }
+            if line.contains("[0 lua]") {
+                continue;
+            }
+            if let Some(name) = line.split('"').nth(1) {
+                let name = name.to_uppercase();
+                // The wake-up subscription's heartbeat may land in any window.
+                if name != "PING" {
+                    seen.push(name);
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_loaded_again_after_script_flush() {
+    let server = RedisServer::start().unwrap();
+    let engine = engine(&server.url(), "flush").await;
+    let q = key("q");
+    engine.put_queue(&q, config(), NOW).await.unwrap();
+    engine.send(&q, vec![message("a", NOW)], NOW).await.unwrap();
+    server.query(&["SCRIPT", "FLUSH"]).unwrap();
+    engine.send(&q, vec![message("b", NOW)], NOW).await.unwrap();
+    let got = engine.receive(&q, 10, 30, NOW).await.unwrap();
+    assert_eq!(got.messages.len(), 2);
+    // A restart without persistence forgets the scripts too (and everything else).
+    server.restart().unwrap();
+    let mut answer = engine.put_queue(&q, config(), NOW).await;
+    for _ in 0..100 {
+        if answer.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        answer = engine.put_queue(&q, config(), NOW).await;
+    }
+    assert!(answer.unwrap().1, "created again on the empty server");
+    engine.send(&q, vec![message("c", NOW)], NOW).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_receive_and_delete_batches_are_one_redis_call_each() {
+    let server = RedisServer::start().unwrap();
+    let options = RedisOptions {
+        key_prefix: "calls".into(),
+        // Long enough that the measured calls find the configuration cached.
+        cache_ttl: Duration::from_secs(60),
+        ..RedisOptions::default()
+    };
+    let engine: Arc<dyn Engine> =
+        Arc::new(RedisEngine::connect(&server.url(), options).await.unwrap());
+    let clock = ManualClock::new(NOW);
+    let services = Services::new(engine.clone(), Arc::new(clock), Limits::default());
+    let engine_of = |_: &Services| engine.clone();
+    let tenant = TenantId::parse("acme").unwrap();
+    services
+        .put_queue(&tenant, "q", QueueConfigPatch::default())
+        .await
+        .unwrap();
+    services.ensure_tenant(&tenant).await.unwrap();
+    // Warm up: each script is loaded into this fresh server on its first use (NOSCRIPT, then
+    // SCRIPT LOAD and EVALSHA again), once per server and not per call.
+    let q = key("q");
+    let warm = engine_of(&services);
+    warm.send(&q, vec![message("warm", NOW)], NOW)
+        .await
+        .unwrap();
+    let handle = warm.receive(&q, 1, 0, NOW).await.unwrap().messages[0]
+        .receipt_handle
+        .clone();
+    warm.change_visibility(&q, &[(handle.clone(), 0)], NOW)
+        .await
+        .unwrap();
+    warm.delete(&q, &[handle], NOW).await.unwrap();
+    warm.purge(&q).await.unwrap();
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    let mut monitor = Monitor::start(server.port());
+
+    let entries = (0..10)
+        .map(|i| SendEntry {
+            id: format!("e{i}"),
+            message: SendRequest {
+                body: format!("m{i}"),
+                ..SendRequest::default()
+            },
+        })
+        .collect();
+    services.ensure_tenant(&tenant).await.unwrap();
+    let sent = services.send_batch(&tenant, "q", entries).await.unwrap();
+    assert_eq!(sent.successful.len(), 10);
+    assert_eq!(
+        monitor.mark(),
+        ["EVALSHA"],
+        "send batch of 10 (and ensure_tenant)"
+    );
+
+    let got = services
+        .receive(
+            &tenant,
+            "q",
+            ReceiveRequest {
+                max_messages: Some(10),
+                visibility_timeout_seconds: Some(30),
+                wait_seconds: Some(0),
+                request_attempt_id: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 10);
+    assert_eq!(monitor.mark(), ["EVALSHA"], "receive of 10");
+
+    let changes = got[..2]
+        .iter()
+        .enumerate()
+        .map(|(i, m)| ChangeVisibilityEntry {
+            id: format!("c{i}"),
+            receipt_handle: m.receipt_handle.clone().unwrap(),
+            visibility_timeout_seconds: 60,
+        })
+        .collect();
+    let changed = services
+        .change_visibility_batch(&tenant, "q", changes)
+        .await
+        .unwrap();
+    assert_eq!(changed.successful.len(), 2);
+    assert_eq!(monitor.mark(), ["EVALSHA"], "change visibility batch");
+
+    let deletes = got
+        .iter()
+        .enumerate()
+        .map(|(i, m)| DeleteEntry {
+            id: format!("d{i}"),
+            receipt_handle: m.receipt_handle.clone().unwrap(),
+        })
+        .collect();
+    let deleted = services.delete_batch(&tenant, "q", deletes).await.unwrap();
+    assert_eq!(deleted.successful.len(), 10);
+    assert_eq!(monitor.mark(), ["EVALSHA"], "delete batch of 10");
+
+    services
+        .send(
+            &tenant,
+            "q",
+            SendRequest {
+                body: "one".into(),
+                ..SendRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(monitor.mark(), ["EVALSHA"], "single send");
+
+    // The same, counted by the server: five operations, five EVALSHA, no script (re)load.
+    let stats = server.query(&["INFO", "commandstats"]).unwrap();
+    let evalsha = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(evalsha, "5", "{stats}");
+    assert!(!stats.contains("cmdstat_script"), "{stats}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_through_one_engine_wakes_a_listener_on_another() {
+    let server = shared_server();
+    let prefix = unique_prefix("wake");
+    let a = Arc::new(engine(&server.url(), &prefix).await);
+    let b = Arc::new(engine(&server.url(), &prefix).await);
+    let q = key("q");
+    a.put_queue(&q, config(), NOW).await.unwrap();
+
+    let mut listener = a.listen(&q).await.unwrap();
+    let started = Instant::now();
+    b.send(&q, vec![message("x", NOW)], NOW).await.unwrap();
+    tokio::time::timeout(Duration::from_millis(100), listener.changed())
+        .await
+        .expect("the listener on A fires within 100 ms of a send through B");
+    eprintln!("cross-engine wake-up after {:?}", started.elapsed());
+
+    // A visibility reset to 0 wakes too.
+    let handle = a.receive(&q, 1, 30, NOW).await.unwrap().messages[0]
+        .receipt_handle
+        .clone();
+    let mut listener = b.listen(&q).await.unwrap();
+    a.change_visibility(&q, &[(handle, 0)], NOW).await.unwrap();
+    tokio::time::timeout(Duration::from_millis(100), listener.changed())
+        .await
+        .expect("a visibility reset through A wakes B");
+
+    // And a long poll through B's services is answered by a send through A.
+    let clock = ManualClock::new(NOW);
+    let services_b = Services::new(b.clone(), Arc::new(clock.clone()), Limits::default());
+    let tenant = q.tenant.clone();
+    b.receive(&q, 10, 3600, NOW).await.unwrap();
+    let waiting = tokio::spawn(async move {
+        services_b
+            .receive(
+                &tenant,
+                "q",
+                ReceiveRequest {
+                    wait_seconds: Some(20),
+                    ..ReceiveRequest::default()
+                },
+            )
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished());
+    a.send(&q, vec![message("y", NOW)], NOW).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(1), waiting)
+        .await
+        .expect("woken across engines")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got[0].body, "y");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_expiry_from_two_engines_removes_each_message_once() {
+    let server = shared_server();
+    let prefix = unique_prefix("expire");
+    let a = engine(&server.url(), &prefix).await;
+    let b = engine(&server.url(), &prefix).await;
+    let mut short = config();
+    short.message_retention_seconds = 60;
+    let mut total = 0;
+    for (name, count) in [("big", 2_500), ("small", 7), ("empty", 0)] {
+        let q = key(name);
+        a.put_queue(&q, short.clone(), NOW).await.unwrap();
+        for chunk in (0..count).collect::<Vec<_>>().chunks(10) {
+            let batch = chunk
+                .iter()
+                .map(|i| message(&format!("{name}-{i}"), NOW))
+                .collect();
+            a.send(&q, batch, NOW).await.unwrap();
+        }
+        total += count;
+    }
+    // Not yet due: nothing goes.
+    assert_eq!(a.expire(NOW + 59_999).await.unwrap(), 0);
+    let later = NOW + 60_000;
+    let (ra, rb) = tokio::join!(a.expire(later), b.expire(later));
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    eprintln!("engine A expired {ra}, engine B expired {rb}");
+    assert_eq!(ra + rb, total, "each expired message counted exactly once");
+    assert_eq!(a.expire(later + 1).await.unwrap(), 0);
+    assert_eq!(b.expire(later + 1).await.unwrap(), 0);
+    let info = b.get_queue(&key("big"), later).await.unwrap().unwrap();
+    assert_eq!(
+        info.stats.visible + info.stats.in_flight + info.stats.delayed,
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_entry_of_a_missing_queue_is_skipped_then_dropped() {
+    let server = shared_server();
+    let prefix = unique_prefix("registry");
+    let engine = engine(&server.url(), &prefix).await;
+    let (gone, kept) = (key("gone"), key("kept"));
+    engine.put_queue(&gone, config(), NOW).await.unwrap();
+    engine.put_queue(&kept, config(), NOW).await.unwrap();
+    // As if a crash had struck between deleting the queue and dropping its registry entry.
+    server
+        .query(&["DEL", &format!("{{{prefix}:acme:gone}}:meta")])
+        .unwrap();
+    let names = |infos: Vec<sluice_engine::QueueInfo>| {
+        infos
+            .into_iter()
+            .map(|i| i.name.as_str().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let tenant = gone.tenant.clone();
+    assert_eq!(
+        names(
+            engine
+                .list_queues(&tenant, "", None, 10, NOW)
+                .await
+                .unwrap()
+        ),
+        ["kept"]
+    );
+    assert_eq!(engine.count_queues(&tenant).await.unwrap(), 2);
+    // Young entries may belong to a put_queue in progress: kept for a minute.
+    engine.expire(NOW + 1_000).await.unwrap();
+    assert_eq!(engine.count_queues(&tenant).await.unwrap(), 2);
+    engine.expire(NOW + 61_000).await.unwrap();
+    assert_eq!(engine.count_queues(&tenant).await.unwrap(), 1);
+    assert!(engine.get_queue(&kept, NOW).await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_queue_drops_only_its_own_registry_entry() {
+    let server = shared_server();
+    let prefix = unique_prefix("unregister");
+    let engine = engine(&server.url(), &prefix).await;
+    let q = key("q");
+    let tenant = q.tenant.clone();
+    engine.put_queue(&q, config(), NOW).await.unwrap();
+    engine.put_queue(&q, config(), NOW + 1).await.unwrap();
+    assert!(engine.delete_queue(&q).await.unwrap());
+    assert_eq!(
+        engine.count_queues(&tenant).await.unwrap(),
+        0,
+        "created, updated, deleted"
+    );
+
+    // As if another gateway registered a new incarnation between our deletion of the queue
+    // and our unregistering it: its entry stays.
+    engine.put_queue(&q, config(), NOW).await.unwrap();
+    let registry = format!("{{{prefix}}}:queue-uids");
+    server
+        .query(&["HSET", &registry, "acme/q", "12345"])
+        .unwrap();
+    assert!(engine.delete_queue(&q).await.unwrap());
+    assert_eq!(engine.count_queues(&tenant).await.unwrap(), 1);
+    // That gateway's put_queue never came: the sweep drops the entry once it is old.
+    engine.expire(NOW + 61_000).await.unwrap();
+    assert_eq!(engine.count_queues(&tenant).await.unwrap(), 0);
+    assert!(!engine.delete_queue(&q).await.unwrap());
+}
+
+fn unavailable<T: std::fmt::Debug>(answer: Result<T, EngineError>) -> bool {
+    matches!(answer, Err(EngineError::Unavailable(_)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_calls_fail_fast_and_recover_by_themselves() {
+    let server = RedisServer::start().unwrap();
+    let timeout = Duration::from_millis(500);
+    let options = RedisOptions {
+        key_prefix: "outage".into(),
+        command_timeout: timeout,
+        cache_ttl: Duration::ZERO,
+        ..RedisOptions::default()
+    };
+    let a = RedisEngine::connect(&server.url(), options.clone())
+        .await
+        .unwrap();
+    let b = RedisEngine::connect(&server.url(), options.clone())
+        .await
+        .unwrap();
+    let q = key("q");
+    a.put_queue(&q, config(), NOW).await.unwrap();
+
+    // A hung server: every call gives up after the timeout.
+    server.freeze().unwrap();
+    let started = Instant::now();
+    assert!(unavailable(a.send(&q, vec![message("x", NOW)], NOW).await));
+    assert!(unavailable(a.receive(&q, 1, 30, NOW).await));
+    assert!(unavailable(a.ping().await));
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < 3 * timeout + Duration::from_millis(500),
+        "three calls took {elapsed:?}"
+    );
+    server.thaw().unwrap();
+
+    // A dead server: refused at once (or within the timeout while reconnecting).
+    server.kill();
+    for _ in 0..3 {
+        let started = Instant::now();
+        assert!(unavailable(a.send(&q, vec![message("y", NOW)], NOW).await));
+        assert!(unavailable(a.queue_config(&q).await));
+        assert!(unavailable(a.expire(NOW).await));
+        assert!(started.elapsed() < 3 * timeout + Duration::from_millis(500));
+    }
+    assert!(unavailable(
+        RedisEngine::connect(&server.url(), options.clone()).await
+    ));
+
+    // Back (empty: no persistence): the same engines work again without help.
+    server.restart().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match a.put_queue(&q, config(), NOW).await {
+            Ok(_) => break,
+            Err(e) => assert!(Instant::now() < deadline, "never recovered: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    a.send(&q, vec![message("z", NOW)], NOW).await.unwrap();
+    assert_eq!(b.receive(&q, 10, 30, NOW).await.unwrap().messages.len(), 1);
+    // The wake-up subscription came back too.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut listener = b.listen(&q).await.unwrap();
+        a.send(&q, vec![message("w", NOW)], NOW).await.unwrap();
+        if tokio::time::timeout(Duration::from_millis(200), listener.changed())
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "wake-ups never came back");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuses_a_server_that_may_evict() {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]).unwrap();
+    match RedisEngine::connect(&server.url(), options("evict")).await {
+        Err(EngineError::Internal(why)) => {
+            assert!(why.contains("maxmemory-policy allkeys-lru"), "{why}");
+            assert!(why.contains("noeviction"), "{why}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let allowed = RedisOptions {
+        allow_eviction: true,
+        ..options("evict")
+    };
+    assert!(RedisEngine::connect(&server.url(), allowed).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_replicas_confirms_writes_or_answers_unavailable() {
+    let primary = RedisServer::start().unwrap();
+    let port = primary.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !replica
+        .query(&["INFO", "replication"])
+        .unwrap()
+        .contains("master_link_status:up")
+    {
+        assert!(Instant::now() < deadline, "the replica never synced");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let one = RedisOptions {
+        wait_replicas: Some((1, Duration::from_secs(2))),
+        ..options("wait")
+    };
+    let engine = RedisEngine::connect(&primary.url(), one).await.unwrap();
+    let q = key("q");
+    engine.put_queue(&q, config(), NOW).await.unwrap();
+    engine.send(&q, vec![message("a", NOW)], NOW).await.unwrap();
+    // The replica has it once the send answered.
+    let on_replica = replica.query(&["ZCARD", "{wait:acme:q}:sent"]).unwrap();
+    assert_eq!(on_replica, "1");
+
+    let two = RedisOptions {
+        wait_replicas: Some((2, Duration::from_millis(200))),
+        ..options("wait")
+    };
+    let greedy = RedisEngine::connect(&primary.url(), two).await.unwrap();
+    let started = Instant::now();
+    let answer = greedy.send(&q, vec![message("b", NOW)], NOW).await;
+    assert!(unavailable(answer), "only one replica exists");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_appendfsync_always_every_acknowledged_send_survives_sigkill() {
+    let server = Arc::new(
+        RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]).unwrap(),
+    );
+    let options = RedisOptions {
+        key_prefix: "durable".into(),
+        command_timeout: Duration::from_secs(1),
+        ..RedisOptions::default()
+    };
+    let engine = Arc::new(RedisEngine::connect(&server.url(), options).await.unwrap());
+    let q = key("q");
+    let mut retention = config();
+    retention.message_retention_seconds = 1_209_600;
+    engine.put_queue(&q, retention, NOW).await.unwrap();
+
+    let acked = Arc::new(Mutex::new(HashSet::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut senders = Vec::new();
+    for task in 0..4 {
+        let (engine, acked, stop, q) = (engine.clone(), acked.clone(), stop.clone(), q.clone());
+        senders.push(tokio::spawn(async move {
+            let mut failures = 0;
+            for n in 0.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let batch: Vec<NewMessage> = (0..3)
+                    .map(|i| message(&format!("t{task}-{n}-{i}"), NOW))
+                    .collect();
+                let bodies: Vec<String> = batch.iter().map(|m| m.body.clone()).collect();
+                match engine.send(&q, batch, NOW).await {
+                    Ok(answers) => {
+                        let mut acked = acked.lock().unwrap();
+                        for (body, answer) in bodies.into_iter().zip(answers) {
+                            if answer.is_ok() {
+                                acked.insert(body);
+                            }
+                        }
+                    }
+                    Err(_) => {
+                        failures += 1;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+            failures
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let before_kill = acked.lock().unwrap().len();
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.restart().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut failures = 0;
+    for s in senders {
+        failures += s.await.unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    eprintln!(
+        "acknowledged {} sends ({before_kill} before the kill), {failures} failed calls",
+        acked.len()
+    );
+    assert!(
+        before_kill > 0 && failures > 0,
+        "the kill happened mid-stream"
+    );
+
+    let mut stored = HashSet::new();
+    loop {
+        let got = engine.receive(&q, 10, 3600, NOW).await.unwrap();
+        if got.messages.is_empty() {
+            break;
+        }
+        stored.extend(got.messages.into_iter().map(|m| m.message.body));
+    }
+    let lost: Vec<&String> = acked.difference(&stored).collect();
+    assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+}
+
+fn used_memory(server: &RedisServer) -> u64 {
+    let info = server.query(&["INFO", "memory"]).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_redis_refuses_sends_but_lets_consumers_drain_it() {
+    let server = RedisServer::start().unwrap();
+    let engine = engine(&server.url(), "full").await;
+    let q = key("q");
+    engine.put_queue(&q, config(), NOW).await.unwrap();
+    engine
+        .send(&q, vec![message("warm", NOW)], NOW)
+        .await
+        .unwrap();
+    let used = used_memory(&server);
+    let limit = (used + 512 * 1024).to_string();
+    server
+        .query(&["CONFIG", "SET", "maxmemory", &limit])
+        .unwrap();
+    let big = "x".repeat(64 * 1024);
+    let mut accepted = 0;
+    let refusal = loop {
+        let mut m = message(&format!("big-{accepted}"), NOW);
+        m.body = big.clone();
+        match engine.send(&q, vec![m], NOW).await {
+            Ok(_) => accepted += 1,
+            Err(e) => break e,
+        }
+        assert!(accepted < 1000, "maxmemory never reached");
+    };
+    assert!(
+        matches!(&refusal, EngineError::Unavailable(why) if why.contains("OOM")),
+        "{refusal:?}"
+    );
+    // Make sure Redis stays over its limit while consumers work (the refused send's own
+    // arguments were freed with it), whatever the allocator does.
+    let used = used_memory(&server);
+    server
+        .query(&[
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            &(used - 128 * 1024).to_string(),
+        ])
+        .unwrap();
+    assert!(engine
+        .send(&q, vec![message("small", NOW)], NOW)
+        .await
+        .is_err());
+    // Consumers still receive and delete (their scripts may run over the limit).
+    let mut drained = 0;
+    loop {
+        let got = engine.receive(&q, 10, 30, NOW).await.unwrap();
+        if got.messages.is_empty() {
+            break;
+        }
+        let handles: Vec<String> = got.messages.into_iter().map(|m| m.receipt_handle).collect();
+        drained += handles.len();
+        for answer in engine.delete(&q, &handles, NOW).await.unwrap() {
+            answer.unwrap();
+        }
+    }
+    assert_eq!(drained, accepted + 1);
+    engine
+        .send(&q, vec![message("after", NOW)], NOW)
+        .await
+        .unwrap();
+}

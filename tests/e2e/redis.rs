@@ -1,0 +1,344 @@
+//! Sluice on Redis, end to end: stateless gateways sharing one Redis (or a Cluster), outages
+//! answered with 503 and recovered from without help, and acknowledged sends surviving a
+//! crash of `redis-server` itself.
+
+use crate::harness::{assert_error, tenant_token, Server, SECRET};
+use reqwest::Method;
+use serde_json::json;
+use sluice_testkit::{unique_prefix, RedisCluster, RedisServer};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn gateway(store: &str, prefix: &str, extra: &[&str]) -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "--jwt-secret",
+        SECRET,
+        "--store",
+        store,
+        "--redis-key-prefix",
+        prefix,
+    ];
+    args.extend_from_slice(extra);
+    let server = Server::start_in(dir.path(), &args);
+    (dir, server)
+}
+
+/// Sends through one gateway, receives through the other, and measures how fast a long poll
+/// waiting on the second is woken by a send through the first.
+async fn two_gateways_share_queues(store: &str) {
+    let prefix = unique_prefix("e2e");
+    let (_a_dir, a) = gateway(store, &prefix, &[]);
+    let (_b_dir, b) = gateway(store, &prefix, &[]);
+    let t = tenant_token("acme");
+    assert_eq!(
+        a.call(Method::PUT, "/v1/queues/shared", &t, None).await.0,
+        201
+    );
+    assert_eq!(
+        b.call(Method::PUT, "/v1/queues/shared", &t, None).await.0,
+        200,
+        "B sees A's queue"
+    );
+    a.call(
+        Method::POST,
+        "/v1/queues/shared/messages",
+        &t,
+        Some(json!({"body": "via a"})),
+    )
+    .await;
+    let (_, got) = b
+        .call(
+            Method::POST,
+            "/v1/queues/shared/messages/receive",
+            &t,
+            Some(json!({"max_messages": 10})),
+        )
+        .await;
+    assert_eq!(got["messages"][0]["body"], "via a");
+    let handle = got["messages"][0]["receipt_handle"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        a.call(
+            Method::DELETE,
+            &format!("/v1/queues/shared/messages/{handle}"),
+            &t,
+            None
+        )
+        .await
+        .0,
+        204
+    );
+
+    let mut wake_delays = Vec::new();
+    for round in 0..3 {
+        let waiter = {
+            let request = b
+                .request(Method::POST, "/v1/queues/shared/messages/receive", &t)
+                .json(&json!({"wait_seconds": 10}));
+            tokio::spawn(async move {
+                let response = request.send().await.unwrap();
+                let answered = Instant::now();
+                (
+                    answered,
+                    response.json::<serde_json::Value>().await.unwrap(),
+                )
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let body = format!("wake {round}");
+        a.call(
+            Method::POST,
+            "/v1/queues/shared/messages",
+            &t,
+            Some(json!({"body": body})),
+        )
+        .await;
+        let sent = Instant::now();
+        let (answered, answer) = waiter.await.unwrap();
+        assert_eq!(answer["messages"][0]["body"], body.as_str());
+        wake_delays.push(answered.saturating_duration_since(sent));
+        let handle = answer["messages"][0]["receipt_handle"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        b.call(
+            Method::DELETE,
+            &format!("/v1/queues/shared/messages/{handle}"),
+            &t,
+            None,
+        )
+        .await;
+    }
+    wake_delays.sort();
+    let median = wake_delays[1];
+    assert!(
+        median < Duration::from_millis(100),
+        "a long poll on one gateway is woken within 100 ms by a send through another: {wake_delays:?}"
+    );
+}
+
+#[tokio::test]
+async fn two_gateways_on_one_redis() {
+    let redis = RedisServer::start().unwrap();
+    two_gateways_share_queues(&redis.url()).await;
+}
+
+#[tokio::test]
+async fn two_gateways_on_a_redis_cluster() {
+    let cluster = RedisCluster::start(3).unwrap();
+    two_gateways_share_queues(&cluster.url()).await;
+}
+
+#[tokio::test]
+async fn an_outage_answers_503_and_recovers_by_itself() {
+    let redis =
+        RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
+    let (_dir, server) = gateway(&redis.url(), "outage", &["--redis-timeout-ms", "1000"]);
+    let t = tenant_token("acme");
+    assert_eq!(
+        server.call(Method::PUT, "/v1/queues/q", &t, None).await.0,
+        201
+    );
+    assert_eq!(
+        server
+            .client
+            .get(server.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+
+    redis.stop();
+    let started = Instant::now();
+    let ready = server
+        .client
+        .get(server.url("/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    let response = server
+        .request(Method::POST, "/v1/queues/q/messages", &t)
+        .json(&json!({"body": "during the outage"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    let (status, body) = crate::harness::decode(response).await;
+    assert_error(&(status, body), 503, "Unavailable");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answers are bounded by the timeout: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        server
+            .client
+            .get(server.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200,
+        "alive throughout"
+    );
+
+    redis.restart().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let answer = server
+            .call(
+                Method::POST,
+                "/v1/queues/q/messages",
+                &t,
+                Some(json!({"body": "after"})),
+            )
+            .await;
+        if answer.0 == 201 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the gateway did not recover: {answer:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        server
+            .client
+            .get(server.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let (_, got) = server
+        .call(
+            Method::POST,
+            "/v1/queues/q/messages/receive",
+            &t,
+            Some(json!({"max_messages": 10})),
+        )
+        .await;
+    assert_eq!(got["messages"][0]["body"], "after");
+}
+
+#[tokio::test]
+async fn acknowledged_sends_survive_a_redis_crash_with_appendfsync_always() {
+    let redis =
+        RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
+    let (_dir, server) = gateway(&redis.url(), "durable", &["--redis-timeout-ms", "2000"]);
+    let t = tenant_token("acme");
+    assert_eq!(
+        server.call(Method::PUT, "/v1/queues/d", &t, None).await.0,
+        201
+    );
+
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let mut producers = Vec::new();
+    for producer in 0..6 {
+        let client = server.client.clone();
+        let url = server.url("/v1/queues/d/messages");
+        let t = t.clone();
+        let acknowledged = acknowledged.clone();
+        producers.push(tokio::spawn(async move {
+            for n in 0..2000 {
+                let body = format!("p{producer}-{n}");
+                let sent = client
+                    .post(&url)
+                    .header("authorization", format!("Bearer {t}"))
+                    .json(&json!({"body": body}))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(response) if response.status() == 201 => {
+                        acknowledged.lock().unwrap().push(body)
+                    }
+                    _ => return,
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    redis.kill();
+    for producer in producers {
+        producer.await.unwrap();
+    }
+    let acknowledged: Vec<String> = acknowledged.lock().unwrap().clone();
+    assert!(
+        acknowledged.len() > 20,
+        "the stream was running: {} sends",
+        acknowledged.len()
+    );
+
+    redis.restart().unwrap();
+    let mut received = HashSet::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, answer) = server
+            .call(
+                Method::POST,
+                "/v1/queues/d/messages/receive",
+                &t,
+                Some(json!({"max_messages": 10, "visibility_timeout_seconds": 600})),
+            )
+            .await;
+        assert!(Instant::now() < deadline, "draining took too long");
+        if status == 503 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        assert_eq!(status, 200, "{answer}");
+        let messages = answer["messages"].as_array().unwrap();
+        if messages.is_empty() {
+            break;
+        }
+        received.extend(
+            messages
+                .iter()
+                .map(|m| m["body"].as_str().unwrap().to_owned()),
+        );
+    }
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|b| !received.contains(*b))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged sends lost, e.g. {:?}",
+        lost.len(),
+        acknowledged.len(),
+        &lost[..lost.len().min(5)]
+    );
+}
+
+#[test]
+fn refuses_a_redis_that_evicts_keys() {
+    let redis = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(crate::harness::binary())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--jwt-secret",
+            SECRET,
+            "--store",
+            &redis.url(),
+            "--data-dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("noeviction"), "{stderr}");
+}
