@@ -161,3 +161,108 @@ pub fn assert_error(answer: &(u16, Value), status: u16, code: &str) {
         .as_str()
         .is_some_and(|id| !id.is_empty()));
 }
+
+/// Bodies acknowledged (201) by a stream of sends, shared with the producing tasks.
+pub type Acknowledged = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// Starts `producers` tasks that each send `p<i>-<n>` bodies to `queue` one at a time, up to
+/// `max_each`, until a send fails (as it does when the server or its store dies). Answers the
+/// acknowledged bodies and the tasks to await.
+pub fn stream_sends(
+    server: &Server,
+    queue: &str,
+    token: &str,
+    producers: usize,
+    max_each: usize,
+) -> (Acknowledged, Vec<tokio::task::JoinHandle<()>>) {
+    let acknowledged = Acknowledged::default();
+    let tasks = (0..producers)
+        .map(|producer| {
+            let client = server.client.clone();
+            let url = server.url(&format!("/v1/queues/{queue}/messages"));
+            let token = token.to_owned();
+            let acknowledged = acknowledged.clone();
+            tokio::spawn(async move {
+                for n in 0..max_each {
+                    let body = format!("p{producer}-{n}");
+                    let sent = client
+                        .post(&url)
+                        .header("authorization", format!("Bearer {token}"))
+                        .json(&json!({"body": body}))
+                        .send()
+                        .await;
+                    match sent {
+                        Ok(response) if response.status() == 201 => {
+                            acknowledged.lock().unwrap().push(body)
+                        }
+                        _ => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    (acknowledged, tasks)
+}
+
+/// Receives (hiding for 10 minutes) until the queue answers empty, riding out 503s while the
+/// store comes back; answers every body received.
+pub async fn drain(server: &Server, queue: &str, token: &str) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut bodies = Vec::new();
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "draining {queue} took too long"
+        );
+        let (status, answer) = server
+            .call(
+                Method::POST,
+                &format!("/v1/queues/{queue}/messages/receive"),
+                token,
+                Some(json!({"max_messages": 10, "visibility_timeout_seconds": 600})),
+            )
+            .await;
+        if status == 503 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        assert_eq!(status, 200, "{answer}");
+        let messages = answer["messages"].as_array().unwrap();
+        if messages.is_empty() {
+            return bodies;
+        }
+        bodies.extend(
+            messages
+                .iter()
+                .map(|m| m["body"].as_str().unwrap().to_owned()),
+        );
+    }
+}
+
+/// Asserts every acknowledged body was received, exactly once.
+#[track_caller]
+pub fn assert_none_lost(acknowledged: &[String], received: &[String]) {
+    let set: std::collections::HashSet<&String> = received.iter().collect();
+    assert_eq!(set.len(), received.len(), "no message twice");
+    let lost: Vec<&String> = acknowledged.iter().filter(|b| !set.contains(b)).collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged sends lost, e.g. {:?}",
+        lost.len(),
+        acknowledged.len(),
+        &lost[..lost.len().min(5)]
+    );
+}
+
+impl Server {
+    /// The status of an unauthenticated GET (health and readiness probes).
+    pub async fn probe(&self, path: &str) -> u16 {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+}

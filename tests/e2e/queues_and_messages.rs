@@ -447,16 +447,7 @@ async fn request_ids_are_echoed_or_made() {
         .unwrap();
     assert!(response.headers().contains_key("x-request-id"));
     assert_eq!(response.status(), 200);
-    assert_eq!(
-        server
-            .client
-            .get(server.url("/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(server.probe("/readyz").await, 200);
 
     assert_error(
         &crate::harness::decode(

@@ -2,12 +2,12 @@
 //! answered with 503 and recovered from without help, and acknowledged sends surviving a
 //! crash of `redis-server` itself.
 
-use crate::harness::{assert_error, tenant_token, Server, SECRET};
+use crate::harness::{
+    assert_error, assert_none_lost, drain, stream_sends, tenant_token, Server, SECRET,
+};
 use reqwest::Method;
 use serde_json::json;
 use sluice_testkit::{unique_prefix, RedisCluster, RedisServer};
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn gateway(store: &str, prefix: &str, extra: &[&str]) -> (tempfile::TempDir, Server) {
@@ -143,26 +143,11 @@ async fn an_outage_answers_503_and_recovers_by_itself() {
         server.call(Method::PUT, "/v1/queues/q", &t, None).await.0,
         201
     );
-    assert_eq!(
-        server
-            .client
-            .get(server.url("/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(server.probe("/readyz").await, 200);
 
     redis.stop();
     let started = Instant::now();
-    let ready = server
-        .client
-        .get(server.url("/readyz"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ready.status(), 503);
+    assert_eq!(server.probe("/readyz").await, 503);
     let response = server
         .request(Method::POST, "/v1/queues/q/messages", &t)
         .json(&json!({"body": "during the outage"}))
@@ -178,17 +163,7 @@ async fn an_outage_answers_503_and_recovers_by_itself() {
         "answers are bounded by the timeout: {:?}",
         started.elapsed()
     );
-    assert_eq!(
-        server
-            .client
-            .get(server.url("/healthz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200,
-        "alive throughout"
-    );
+    assert_eq!(server.probe("/healthz").await, 200, "alive throughout");
 
     redis.restart().unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -210,16 +185,7 @@ async fn an_outage_answers_503_and_recovers_by_itself() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(
-        server
-            .client
-            .get(server.url("/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(server.probe("/readyz").await, 200);
     let (_, got) = server
         .call(
             Method::POST,
@@ -242,31 +208,7 @@ async fn acknowledged_sends_survive_a_redis_crash_with_appendfsync_always() {
         201
     );
 
-    let acknowledged = Arc::new(Mutex::new(Vec::new()));
-    let mut producers = Vec::new();
-    for producer in 0..6 {
-        let client = server.client.clone();
-        let url = server.url("/v1/queues/d/messages");
-        let t = t.clone();
-        let acknowledged = acknowledged.clone();
-        producers.push(tokio::spawn(async move {
-            for n in 0..2000 {
-                let body = format!("p{producer}-{n}");
-                let sent = client
-                    .post(&url)
-                    .header("authorization", format!("Bearer {t}"))
-                    .json(&json!({"body": body}))
-                    .send()
-                    .await;
-                match sent {
-                    Ok(response) if response.status() == 201 => {
-                        acknowledged.lock().unwrap().push(body)
-                    }
-                    _ => return,
-                }
-            }
-        }));
-    }
+    let (acknowledged, producers) = stream_sends(&server, "d", &t, 6, 2000);
     tokio::time::sleep(Duration::from_millis(1000)).await;
     redis.kill();
     for producer in producers {
@@ -280,44 +222,8 @@ async fn acknowledged_sends_survive_a_redis_crash_with_appendfsync_always() {
     );
 
     redis.restart().unwrap();
-    let mut received = HashSet::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (status, answer) = server
-            .call(
-                Method::POST,
-                "/v1/queues/d/messages/receive",
-                &t,
-                Some(json!({"max_messages": 10, "visibility_timeout_seconds": 600})),
-            )
-            .await;
-        assert!(Instant::now() < deadline, "draining took too long");
-        if status == 503 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        }
-        assert_eq!(status, 200, "{answer}");
-        let messages = answer["messages"].as_array().unwrap();
-        if messages.is_empty() {
-            break;
-        }
-        received.extend(
-            messages
-                .iter()
-                .map(|m| m["body"].as_str().unwrap().to_owned()),
-        );
-    }
-    let lost: Vec<&String> = acknowledged
-        .iter()
-        .filter(|b| !received.contains(*b))
-        .collect();
-    assert!(
-        lost.is_empty(),
-        "{} of {} acknowledged sends lost, e.g. {:?}",
-        lost.len(),
-        acknowledged.len(),
-        &lost[..lost.len().min(5)]
-    );
+    let received = drain(&server, "d", &t).await;
+    assert_none_lost(&acknowledged, &received);
 }
 
 #[test]

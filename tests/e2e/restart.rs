@@ -1,35 +1,10 @@
 //! Durability across a crash: SIGKILL the server and restart it on the same data folder.
 
-use crate::harness::{tenant_token, Server, SECRET};
+use crate::harness::{assert_none_lost, drain, stream_sends, tenant_token, Server, SECRET};
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-async fn drain(server: &Server, token: &str) -> Vec<String> {
-    let mut bodies = Vec::new();
-    loop {
-        let (status, answer) = server
-            .call(
-                Method::POST,
-                "/v1/queues/durable/messages/receive",
-                token,
-                Some(json!({"max_messages": 10, "visibility_timeout_seconds": 600})),
-            )
-            .await;
-        assert_eq!(status, 200, "{answer}");
-        let messages = answer["messages"].as_array().unwrap();
-        if messages.is_empty() {
-            return bodies;
-        }
-        bodies.extend(
-            messages
-                .iter()
-                .map(|m| m["body"].as_str().unwrap().to_owned()),
-        );
-    }
-}
 
 #[tokio::test]
 async fn every_acknowledged_send_survives_sigkill_mid_stream() {
@@ -40,31 +15,7 @@ async fn every_acknowledged_send_survives_sigkill_mid_stream() {
         .call(Method::PUT, "/v1/queues/durable", &t, None)
         .await;
 
-    let acknowledged = Arc::new(Mutex::new(Vec::new()));
-    let mut producers = Vec::new();
-    for producer in 0..8 {
-        let client = server.client.clone();
-        let url = server.url("/v1/queues/durable/messages");
-        let t = t.clone();
-        let acknowledged = acknowledged.clone();
-        producers.push(tokio::spawn(async move {
-            for n in 0.. {
-                let body = format!("p{producer}-{n}");
-                let sent = client
-                    .post(&url)
-                    .header("authorization", format!("Bearer {t}"))
-                    .json(&json!({"body": body}))
-                    .send()
-                    .await;
-                match sent {
-                    Ok(response) if response.status() == 201 => {
-                        acknowledged.lock().unwrap().push(body)
-                    }
-                    _ => return,
-                }
-            }
-        }));
-    }
+    let (acknowledged, producers) = stream_sends(&server, "durable", &t, 8, usize::MAX);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     server.kill();
     for producer in producers {
@@ -78,19 +29,8 @@ async fn every_acknowledged_send_survives_sigkill_mid_stream() {
     );
 
     let server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
-    let received = drain(&server, &t).await;
-    let received_set: HashSet<&String> = received.iter().collect();
-    assert_eq!(received_set.len(), received.len(), "no message twice");
-    let lost: Vec<&String> = acknowledged
-        .iter()
-        .filter(|b| !received_set.contains(b))
-        .collect();
-    assert!(
-        lost.is_empty(),
-        "{} acknowledged sends lost, e.g. {:?}",
-        lost.len(),
-        &lost[..lost.len().min(5)]
-    );
+    let received = drain(&server, "durable", &t).await;
+    assert_none_lost(&acknowledged, &received);
 }
 
 #[tokio::test]
@@ -176,7 +116,7 @@ async fn deletes_stay_deleted_and_in_flight_messages_come_back() {
         "in-flight messages are visible again: {queue}"
     );
     assert_eq!(queue["stats"]["in_flight"], 0);
-    let received: HashSet<String> = drain(&server, &t).await.into_iter().collect();
+    let received: HashSet<String> = drain(&server, "durable", &t).await.into_iter().collect();
     assert_eq!(received.len(), 20);
     for message in to_delete {
         assert!(
