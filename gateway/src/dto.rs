@@ -3,7 +3,7 @@
 //! milliseconds; durations are integer seconds.
 
 use serde::{Deserialize, Deserializer, Serialize};
-use sluice_engine::{MessageAttribute, Millis, Quotas, TenantRecord};
+use sluice_engine::{DeduplicationScope, MessageAttribute, Millis, Quotas, TenantRecord};
 use sluice_services::{MessageView, QueueConfigPatch, QueueView, SendRequest, SendResult};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
@@ -73,9 +73,9 @@ pub struct QueueConfigInput {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<RedriveAllowPolicy>, nullable)]
     pub redrive_allow_policy: Option<Option<RedriveAllowPolicy>>,
-    /// FIFO queues only (not supported yet).
+    /// FIFO queues only. Default false.
     pub content_based_deduplication: Option<bool>,
-    /// FIFO queues only (not supported yet): `queue` or `message_group`.
+    /// FIFO queues only: `queue` (default) or `message_group`.
     pub deduplication_scope: Option<String>,
     /// Sends past this many stored messages answer 429 `QueueFull`; `null` is unbounded.
     #[serde(default, deserialize_with = "double_option")]
@@ -126,6 +126,13 @@ pub struct QueueConfigOutput {
     pub max_depth: Option<u64>,
     /// Labels.
     pub tags: BTreeMap<String, String>,
+    /// FIFO queues only (absent on standard queues): deduplicate by the body's SHA-256 when a
+    /// send names no deduplication id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_based_deduplication: Option<bool>,
+    /// FIFO queues only (absent on standard queues): `queue` or `message_group`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deduplication_scope: Option<String>,
 }
 
 /// Message counts of a queue.
@@ -161,6 +168,7 @@ pub struct Queue {
 impl From<QueueView> for Queue {
     fn from(view: QueueView) -> Self {
         let config = view.config;
+        let fifo = view.name.is_fifo();
         Queue {
             kind: if view.name.is_fifo() {
                 "fifo"
@@ -179,6 +187,14 @@ impl From<QueueView> for Queue {
                 redrive_allow_policy: None,
                 max_depth: config.max_depth,
                 tags: config.tags,
+                content_based_deduplication: fifo.then_some(config.content_based_deduplication),
+                deduplication_scope: fifo.then(|| {
+                    match config.deduplication_scope {
+                        DeduplicationScope::Queue => "queue",
+                        DeduplicationScope::MessageGroup => "message_group",
+                    }
+                    .to_owned()
+                }),
             },
             created_at: rfc3339(view.created_at),
             updated_at: rfc3339(view.updated_at),
@@ -265,14 +281,17 @@ pub struct SendMessage {
     pub body: String,
     /// Up to 10 typed attributes.
     pub attributes: Option<BTreeMap<String, Attribute>>,
-    /// 0–900; overrides the queue's delay (standard queues only).
+    /// 0–900; overrides the queue's delay (standard queues only; refused on FIFO queues).
     #[schema(maximum = 900)]
     pub delay_seconds: Option<u32>,
-    /// RFC 3339: deliver not before this time (at most the retention period ahead).
+    /// RFC 3339: deliver not before this time (at most the retention period ahead; standard
+    /// queues only).
     pub deliver_at: Option<String>,
-    /// Returned on receive (no ordering on standard queues).
+    /// FIFO queues: required; messages of one group are delivered in order. Standard queues:
+    /// returned on receive, no ordering implied. 1–128 letters, digits and punctuation.
     pub group_id: Option<String>,
-    /// FIFO queues only.
+    /// FIFO queues only: required unless the queue has `content_based_deduplication`; a send
+    /// repeating an id accepted in the last 5 minutes answers the original message.
     pub deduplication_id: Option<String>,
 }
 
@@ -348,7 +367,8 @@ pub struct SendOutput {
     pub md5_of_attributes: Option<String>,
     /// FIFO queues only; `null` otherwise.
     pub sequence_number: Option<String>,
-    /// A FIFO deduplication hit.
+    /// A FIFO deduplication hit: the original's `message_id` and `sequence_number`; nothing
+    /// was enqueued.
     pub duplicate: bool,
 }
 
@@ -496,8 +516,8 @@ impl From<MessageView> for Message {
             receive_count: m.receive_count,
             first_received_at: m.first_received_at.map(rfc3339),
             group_id: m.group_id,
-            deduplication_id: None,
-            sequence_number: None,
+            deduplication_id: m.deduplication_id,
+            sequence_number: m.sequence_number,
             dead_letter: None,
         }
     }

@@ -59,7 +59,7 @@ async fn refused_requests_name_the_field_and_change_nothing() {
         (Method::PATCH, "/v1/queues/q", json!({"redrive_policy": {"dead_letter_queue": "dlq", "max_receive_count": 3}}), "redrive_policy"),
         (Method::PATCH, "/v1/queues/q", json!({"visiblity_timeout_seconds": 5}), "visiblity_timeout_seconds"),
         (Method::PUT, "/v1/queues/bad%20name", json!({}), "queue"),
-        (Method::PUT, "/v1/queues/orders.fifo", json!({}), "queue"),
+        (Method::PUT, "/v1/queues/orders.fifo", json!({"deduplication_scope": "tenant"}), "deduplication_scope"),
         (Method::PUT, "/v1/queues/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", json!({}), "queue"),
         (Method::GET, "/v1/queues?limit=0", Value::Null, "limit"),
         (Method::GET, "/v1/queues?limit=abc", Value::Null, "limit"),

@@ -4,6 +4,7 @@
 mod admin_and_auth;
 mod bad_input;
 mod config;
+mod fifo;
 mod harness;
 mod openapi;
 mod queues_and_messages;

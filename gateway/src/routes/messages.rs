@@ -17,9 +17,10 @@ use sluice_services::{BatchOutcome, ChangeVisibilityEntry, DeleteEntry, ReceiveR
 
 /// Sends one message; answered once it is durable.
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body = SendMessage,
-    responses((status = 201, body = SendOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    responses((status = 201, body = SendOutput),
+        (status = 200, description = "FIFO deduplication hit: the original message, `duplicate: true`", body = SendOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 413, description = "The message exceeds the queue's max_message_bytes", body = ErrorBody),
         (status = 415, body = ErrorBody),
@@ -33,12 +34,18 @@ pub async fn send(
 ) -> Result<(StatusCode, axum::Json<SendOutput>), ApiError> {
     let tenant = caller.tenant_with(Scope::MessagesSend)?;
     let result = state.services.send(tenant, &queue, message.into()).await?;
-    Ok((StatusCode::CREATED, axum::Json(result.into())))
+    // A FIFO deduplication hit is not a creation: 200 with the original message.
+    let status = if result.duplicate {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, axum::Json(result.into())))
 }
 
 /// Sends up to ten messages; each entry succeeds or fails on its own.
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages/batch", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body = SendBatch,
     responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = SendBatchOutput),
         (status = 400, description = "Malformed batch: entry count, malformed or duplicate ids", body = ErrorBody),
@@ -69,7 +76,7 @@ pub async fn send_batch(
 
 /// Receives up to `max_messages`, long-polling up to `wait_seconds`.
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages/receive", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body(content = Option<ReceiveInput>, description = "All fields optional; an empty body receives one message"),
     responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = MessageList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
@@ -96,7 +103,7 @@ pub async fn receive(
 /// Deletes a message by receipt handle. Deleting an already deleted message with its latest
 /// handle answers 204, so retries are safe.
 #[utoipa::path(delete, path = "/v1/queues/{queue}/messages/{receipt_handle}", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$"),
+    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"),
         ("receipt_handle" = String, Path, description = "From a receive")),
     responses((status = 204, description = "Deleted"),
         (status = 400, description = "ReceiptHandleInvalid", body = ErrorBody),
@@ -129,7 +136,7 @@ fn batch_output(outcome: BatchOutcome<()>) -> BatchOutput {
 
 /// Deletes up to ten messages; each entry succeeds or fails on its own.
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages/delete", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body = DeleteBatch,
     responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = BatchOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
@@ -155,7 +162,7 @@ pub async fn delete_batch(
 
 /// Changes a message's visibility timeout; 0 makes it visible now.
 #[utoipa::path(patch, path = "/v1/queues/{queue}/messages/{receipt_handle}", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$"),
+    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"),
         ("receipt_handle" = String, Path, description = "From a receive")),
     request_body = VisibilityInput,
     responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 204, description = "Changed"), (status = 400, body = ErrorBody),
@@ -178,7 +185,7 @@ pub async fn change_visibility(
 
 /// Changes up to ten messages' visibility; each entry succeeds or fails on its own.
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages/visibility", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body = VisibilityBatch,
     responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = BatchOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
@@ -208,7 +215,7 @@ pub async fn change_visibility_batch(
 
 /// Shows messages in one state without receiving them: nothing changes.
 #[utoipa::path(get, path = "/v1/queues/{queue}/messages", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$"), PeekQuery),
+    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"), PeekQuery),
     responses((status = 200, description = "Messages without receipt handles", body = MessageList),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody)),

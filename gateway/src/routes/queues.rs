@@ -17,7 +17,7 @@ const READ_SCOPES: [Scope; 3] = [
 
 /// Creates a queue, or replaces its whole configuration (omitted fields reset to defaults).
 #[utoipa::path(put, path = "/v1/queues/{queue}", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-], the suffix .fifo (counted in the 80) making it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body(content = Option<QueueConfigInput>, description = "All fields optional; an empty body creates a queue with the defaults"),
     responses((status = 415, description = "The body is not application/json", body = ErrorBody), 
         (status = 201, description = "Created", body = Queue),
@@ -46,7 +46,7 @@ pub async fn put_queue(
 
 /// Changes only the configuration fields given.
 #[utoipa::path(patch, path = "/v1/queues/{queue}", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body(content = Option<QueueConfigInput>, description = "Only the fields to change"),
     responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = Queue), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
@@ -67,7 +67,7 @@ pub async fn patch_queue(
 
 /// A queue with its stats.
 #[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     responses((status = 400, description = "A path or query parameter is invalid", body = ErrorBody), (status = 200, body = Queue), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -110,7 +110,7 @@ pub async fn list_queues(
 
 /// Deletes a queue with its messages.
 #[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     responses((status = 400, description = "A path or query parameter is invalid", body = ErrorBody), (status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -126,7 +126,7 @@ pub async fn delete_queue(
 
 /// Removes every message: visible, in flight and delayed.
 #[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9_-]{1,80}$")),
+    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     responses((status = 400, description = "A path or query parameter is invalid", body = ErrorBody), (status = 204, description = "Purged"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]

@@ -95,7 +95,13 @@ macro_rules! engine_suite {
             batch_entries_fail_alone,
             peek_changes_nothing,
             tenant_administration,
-            invalid_input_changes_nothing
+            invalid_input_changes_nothing,
+            fifo_send_rules_and_sequence_numbers,
+            fifo_deduplication_window,
+            fifo_deduplication_scope_and_content,
+            fifo_group_order_and_locking,
+            fifo_groups_are_served_oldest_head_first,
+            fifo_receive_attempt_id_returns_the_same_answer
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

@@ -8,9 +8,10 @@ use crate::validate::{
     in_range, validate_attributes, validate_batch_ids, validate_body, validate_token_id,
 };
 use crate::{ServiceError, Services};
+use sha2::{Digest, Sha256};
 use sluice_engine::{
-    MessageAttribute, MessageState, Millis, NewMessage, QueueConfig, QueueKey, StoredMessage,
-    TenantId,
+    MessageAttribute, MessageState, Millis, NewMessage, QueueConfig, QueueKey, SentMessage,
+    StoredMessage, TenantId,
 };
 use std::collections::BTreeMap;
 
@@ -129,11 +130,17 @@ pub struct MessageView {
     pub first_received_at: Option<Millis>,
     /// The caller's group id.
     pub group_id: Option<String>,
+    /// FIFO: the deduplication id it was sent with (or the body's SHA-256).
+    pub deduplication_id: Option<String>,
+    /// FIFO: the message's sequence number (decimal digits).
+    pub sequence_number: Option<String>,
 }
 
 impl MessageView {
-    fn new(message: StoredMessage, receipt_handle: Option<String>) -> Self {
+    fn new(message: StoredMessage, receipt_handle: Option<String>, fifo: bool) -> Self {
         Self {
+            sequence_number: fifo.then(|| message.seq.to_string()),
+            deduplication_id: message.deduplication_id,
             md5_of_body: md5_of_body(&message.body),
             md5_of_attributes: md5_of_attributes(&message.attributes),
             message_id: message.message_id,
@@ -167,6 +174,7 @@ impl Services {
         &self,
         field: &str,
         config: &QueueConfig,
+        fifo: bool,
         request: SendRequest,
         now: Millis,
     ) -> Result<NewMessage, ServiceError> {
@@ -179,15 +187,52 @@ impl Services {
         };
         validate_body(&at("body"), &request.body)?;
         let attribute_bytes = validate_attributes(&at("attributes"), &request.attributes)?;
-        if request.deduplication_id.is_some() {
-            return Err(ServiceError::invalid(
-                at("deduplication_id"),
-                "applies to FIFO queues only",
-            ));
-        }
         if let Some(group_id) = &request.group_id {
             validate_token_id(&at("group_id"), group_id)?;
         }
+        if let Some(deduplication_id) = &request.deduplication_id {
+            validate_token_id(&at("deduplication_id"), deduplication_id)?;
+        }
+        let deduplication_id = if fifo {
+            if request.group_id.is_none() {
+                return Err(ServiceError::invalid(
+                    at("group_id"),
+                    "is required on FIFO queues",
+                ));
+            }
+            if request.delay_seconds.is_some() {
+                return Err(ServiceError::invalid(
+                    at("delay_seconds"),
+                    "is not allowed on FIFO queues (the queue's delay_seconds applies)",
+                ));
+            }
+            if request.deliver_at.is_some() {
+                return Err(ServiceError::invalid(
+                    at("deliver_at"),
+                    "is not allowed on FIFO queues (the queue's delay_seconds applies)",
+                ));
+            }
+            match request.deduplication_id.clone() {
+                Some(id) => Some(id),
+                None if config.content_based_deduplication => {
+                    Some(hex::encode(Sha256::digest(request.body.as_bytes())))
+                }
+                None => {
+                    return Err(ServiceError::invalid(
+                        at("deduplication_id"),
+                        "is required unless the queue has content_based_deduplication",
+                    ))
+                }
+            }
+        } else {
+            if request.deduplication_id.is_some() {
+                return Err(ServiceError::invalid(
+                    at("deduplication_id"),
+                    "applies to FIFO queues only",
+                ));
+            }
+            None
+        };
         let retention_ms = u64::from(config.message_retention_seconds) * 1000;
         let visible_at = match (request.delay_seconds, &request.deliver_at) {
             (Some(_), Some(_)) => {
@@ -226,16 +271,19 @@ impl Services {
             attributes: request.attributes,
             visible_at,
             group_id: request.group_id,
+            deduplication_id,
         })
     }
 
-    fn send_result(message: &NewMessage) -> SendResult {
+    /// The answer for `message` once the engine stored it as `sent` (for a FIFO duplicate,
+    /// the original's id and sequence number).
+    fn send_result(message: &NewMessage, sent: SentMessage, fifo: bool) -> SendResult {
         SendResult {
-            message_id: message.message_id.clone(),
+            message_id: sent.message_id,
             md5_of_body: md5_of_body(&message.body),
             md5_of_attributes: md5_of_attributes(&message.attributes),
-            sequence_number: None,
-            duplicate: false,
+            sequence_number: fifo.then(|| sent.seq.to_string()),
+            duplicate: sent.duplicate,
         }
     }
 
@@ -249,11 +297,11 @@ impl Services {
         let key = queue_key(tenant, queue)?;
         let config = self.config_of(&key).await?;
         let now = self.clock.now();
-        let message = self.prepare("", &config, request, now)?;
-        let result = Self::send_result(&message);
-        let mut answers = self.engine.send(&key, vec![message], now).await?;
+        let fifo = key.name.is_fifo();
+        let message = self.prepare("", &config, fifo, request, now)?;
+        let mut answers = self.engine.send(&key, vec![message.clone()], now).await?;
         match answers.pop() {
-            Some(Ok(_)) => Ok(result),
+            Some(Ok(sent)) => Ok(Self::send_result(&message, sent, fifo)),
             Some(Err(rejection)) => Err(rejection.into()),
             None => Err(ServiceError::Internal(
                 "engine answered no result for a send".into(),
@@ -273,10 +321,17 @@ impl Services {
         let key = queue_key(tenant, queue)?;
         let config = self.config_of(&key).await?;
         let now = self.clock.now();
+        let fifo = key.name.is_fifo();
         let mut failed = Vec::new();
         let mut accepted = Vec::new();
         for (index, entry) in entries.into_iter().enumerate() {
-            match self.prepare(&format!("entries[{index}]"), &config, entry.message, now) {
+            match self.prepare(
+                &format!("entries[{index}]"),
+                &config,
+                fifo,
+                entry.message,
+                now,
+            ) {
                 Ok(message) => accepted.push((entry.id, message)),
                 Err(error) => failed.push(BatchFailure {
                     id: entry.id,
@@ -286,13 +341,11 @@ impl Services {
         }
         let mut successful = Vec::new();
         if !accepted.is_empty() {
-            let results: Vec<SendResult> =
-                accepted.iter().map(|(_, m)| Self::send_result(m)).collect();
             let (ids, messages): (Vec<String>, Vec<NewMessage>) = accepted.into_iter().unzip();
-            let answers = self.engine.send(&key, messages, now).await?;
-            for ((id, result), answer) in ids.into_iter().zip(results).zip(answers) {
+            let answers = self.engine.send(&key, messages.clone(), now).await?;
+            for ((id, message), answer) in ids.into_iter().zip(&messages).zip(answers) {
                 match answer {
-                    Ok(_) => successful.push((id, result)),
+                    Ok(sent) => successful.push((id, Self::send_result(message, sent, fifo))),
                     Err(rejection) => failed.push(BatchFailure {
                         id,
                         error: rejection.into(),
@@ -325,19 +378,26 @@ impl Services {
         if let Some(attempt) = &request.request_attempt_id {
             validate_token_id("request_attempt_id", attempt)?;
         }
+        let fifo = key.name.is_fifo();
         let deadline = self.clock.now() + u64::from(wait) * 1000;
         loop {
             // Listen before looking, so a send between the look and the wait still wakes us.
             let mut listener = self.engine.listen(&key).await?;
             let outcome = self
                 .engine
-                .receive(&key, max as usize, visibility, self.clock.now())
+                .receive(
+                    &key,
+                    max as usize,
+                    visibility,
+                    request.request_attempt_id.as_deref(),
+                    self.clock.now(),
+                )
                 .await?;
             if !outcome.messages.is_empty() || self.clock.now() >= deadline {
                 return Ok(outcome
                     .messages
                     .into_iter()
-                    .map(|m| MessageView::new(m.message, Some(m.receipt_handle)))
+                    .map(|m| MessageView::new(m.message, Some(m.receipt_handle), fifo))
                     .collect());
             }
             let wake_at = outcome
@@ -469,7 +529,7 @@ impl Services {
             .await?;
         Ok(messages
             .into_iter()
-            .map(|m| MessageView::new(m, None))
+            .map(|m| MessageView::new(m, None, key.name.is_fifo()))
             .collect())
     }
 }

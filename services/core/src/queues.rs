@@ -4,7 +4,9 @@
 use crate::validate::in_range;
 use crate::{ServiceError, Services};
 use base64::Engine as _;
-use sluice_engine::{Millis, QueueConfig, QueueKey, QueueName, QueueStats, TenantId};
+use sluice_engine::{
+    DeduplicationScope, Millis, QueueConfig, QueueKey, QueueName, QueueStats, TenantId,
+};
 use std::collections::BTreeMap;
 
 /// A configuration change: `None` leaves a field alone in a PATCH and resets it to its default
@@ -109,30 +111,39 @@ impl Services {
         }
     }
 
-    /// Applies `patch` on top of `base`, checking every rule. FIFO queues are not built yet.
+    /// Applies `patch` on top of `base`, checking every rule.
     fn apply_patch(
         &self,
         name: &QueueName,
         mut config: QueueConfig,
         patch: QueueConfigPatch,
     ) -> Result<QueueConfig, ServiceError> {
-        if name.is_fifo() {
-            return Err(ServiceError::invalid(
-                "queue",
-                "FIFO queues (names ending in .fifo) are not supported by this server yet",
-            ));
+        if let Some(content_based) = patch.content_based_deduplication {
+            if !name.is_fifo() {
+                return Err(ServiceError::invalid(
+                    "content_based_deduplication",
+                    "applies to FIFO queues only",
+                ));
+            }
+            config.content_based_deduplication = content_based;
         }
-        if patch.content_based_deduplication.is_some() {
-            return Err(ServiceError::invalid(
-                "content_based_deduplication",
-                "applies to FIFO queues only",
-            ));
-        }
-        if patch.deduplication_scope.is_some() {
-            return Err(ServiceError::invalid(
-                "deduplication_scope",
-                "applies to FIFO queues only",
-            ));
+        if let Some(scope) = patch.deduplication_scope {
+            if !name.is_fifo() {
+                return Err(ServiceError::invalid(
+                    "deduplication_scope",
+                    "applies to FIFO queues only",
+                ));
+            }
+            config.deduplication_scope = match scope.as_str() {
+                "queue" => DeduplicationScope::Queue,
+                "message_group" => DeduplicationScope::MessageGroup,
+                _ => {
+                    return Err(ServiceError::invalid(
+                        "deduplication_scope",
+                        format!("must be \"queue\" or \"message_group\", got {scope:?}"),
+                    ))
+                }
+            };
         }
         if patch.redrive_policy_given {
             return Err(ServiceError::invalid(

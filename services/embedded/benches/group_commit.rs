@@ -88,6 +88,7 @@ fn message(n: u64, body: &str, now: Millis) -> NewMessage {
         attributes: BTreeMap::new(),
         visible_at: now,
         group_id: None,
+        deduplication_id: None,
     }
 }
 

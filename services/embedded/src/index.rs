@@ -5,7 +5,11 @@
 //! Message ids, group ids, bodies and attributes stay on disk; a message costs a fixed ~32-byte
 //! [`MsgState`] plus its entries in two B-trees. Receive bookkeeping is deliberately volatile:
 //! after a restart every message is visible again at its stored `visible_at`.
+//!
+//! FIFO queues also keep a [`Fifo`] (`fifo.rs`): each message's group (one more map entry per
+//! message, and the group's name once per group), deduplication records and receive attempts.
 
+use crate::fifo::{Attempt, DedupEntry, DedupKey, Fifo};
 use sluice_engine::{HandleError, MessageState, Millis, QueueConfig, QueueStats, ReceiptHandle};
 use std::collections::{BTreeMap, BTreeSet};
 use tokio::sync::watch;
@@ -39,7 +43,7 @@ impl MsgState {
         (self.first_received > 0).then(|| self.sent_at + Millis::from(self.first_received - 1))
     }
 
-    fn expired(&self, retention_ms: Millis, now: Millis) -> bool {
+    pub fn expired(&self, retention_ms: Millis, now: Millis) -> bool {
         self.sent_at.saturating_add(retention_ms) <= now
     }
 
@@ -72,6 +76,34 @@ pub(crate) struct Pick {
     pub next_visible_at: Option<Millis>,
 }
 
+/// A message of a send whose commit completed (or failed), as the index needs it.
+#[derive(Debug, Clone)]
+pub(crate) struct Accepted {
+    pub seq: u64,
+    pub sent_at: Millis,
+    pub visible_at: Millis,
+    /// FIFO queues: the message group (`None` on standard queues, which ignore groups).
+    pub group: Option<String>,
+    /// FIFO queues: the deduplication key recorded for it, if any.
+    pub dedup: Option<DedupKey>,
+}
+
+/// What [`QueueState::admit`] decided for one message of a send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// To be stored under this seq.
+    New(u64),
+    /// A FIFO deduplication hit: the original's seq and id. `committed: false` while the
+    /// original's send is not durable yet (the answer must wait for it).
+    Duplicate {
+        seq: u64,
+        message_id: String,
+        committed: bool,
+    },
+    /// Refused: the queue is full.
+    Full,
+}
+
 /// Everything the engine keeps in memory about one queue incarnation.
 #[derive(Debug)]
 pub(crate) struct QueueState {
@@ -97,10 +129,12 @@ pub(crate) struct QueueState {
     /// Bumped when something may have become receivable; `None` once the queue is deleted, which
     /// wakes every listener for good.
     changes: Option<watch::Sender<u64>>,
+    /// FIFO queues only: groups, deduplication records, receive attempts.
+    fifo: Option<Box<Fifo>>,
 }
 
 impl QueueState {
-    pub fn new(config: QueueConfig, updated_at: Millis, next_seq: u64) -> Self {
+    pub fn new(config: QueueConfig, updated_at: Millis, next_seq: u64, fifo: bool) -> Self {
         Self {
             config,
             updated_at,
@@ -112,6 +146,7 @@ impl QueueState {
             by_visibility: BTreeSet::new(),
             oldest_hint: Millis::MAX,
             changes: Some(watch::Sender::new(0)),
+            fifo: fifo.then(Box::default),
         }
     }
 
@@ -119,34 +154,78 @@ impl QueueState {
         Millis::from(self.config.message_retention_seconds) * 1000
     }
 
+    pub fn is_fifo(&self) -> bool {
+        self.fifo.is_some()
+    }
+
+    /// Replaces the configuration (FIFO groups depend on the retention: refiled if it changed).
+    pub fn set_config(&mut self, config: QueueConfig) {
+        let retention_changed =
+            config.message_retention_seconds != self.config.message_retention_seconds;
+        self.config = config;
+        let retention = self.retention_ms();
+        if let Some(fifo) = self.fifo.as_deref_mut().filter(|_| retention_changed) {
+            fifo.groups.refile_all(&self.messages, retention);
+        }
+    }
+
     /// The seq the next send will get (what the store records so seqs never go back).
     pub fn next_seq(&self) -> u64 {
         self.next_seq
     }
 
-    /// Adds a message found on disk at start-up.
-    pub fn load(&mut self, seq: u64, sent_at: Millis, visible_at: Millis) {
-        self.insert(seq, MsgState::new(sent_at, visible_at));
+    /// Adds a message found on disk at start-up (`group` matters on FIFO queues only).
+    pub fn load(&mut self, seq: u64, sent_at: Millis, visible_at: Millis, group: Option<&str>) {
+        self.insert(seq, MsgState::new(sent_at, visible_at), group);
         self.next_seq = self.next_seq.max(seq.saturating_add(1));
     }
 
-    fn insert(&mut self, seq: u64, state: MsgState) {
+    /// Adds deduplication records found on disk at start-up (FIFO queues only).
+    pub fn load_dedup(&mut self, records: Vec<(DedupKey, DedupEntry)>) {
+        if let Some(fifo) = self.fifo.as_deref_mut() {
+            fifo.dedup.load(records);
+        }
+    }
+
+    fn insert(&mut self, seq: u64, state: MsgState, group: Option<&str>) {
         self.oldest_hint = self.oldest_hint.min(state.sent_at);
         self.by_visibility.insert((state.visible_at, seq));
         self.messages.insert(seq, state);
+        let retention = self.retention_ms();
+        if let Some(fifo) = self.fifo.as_deref_mut() {
+            let group = fifo.groups.add(seq, group.unwrap_or_default());
+            fifo.groups.refile(group, &self.messages, retention);
+        }
     }
 
     fn remove(&mut self, seq: u64) -> Option<MsgState> {
         let state = self.messages.remove(&seq)?;
         self.by_visibility.remove(&(state.visible_at, seq));
+        let retention = self.retention_ms();
+        if let Some(fifo) = self.fifo.as_deref_mut() {
+            if let Some(group) = fifo.groups.remove(seq) {
+                fifo.groups.refile(group, &self.messages, retention);
+            }
+        }
         Some(state)
     }
 
+    /// Moves a message in `by_visibility`. On FIFO queues the caller refiles its group.
     fn set_visible_at(&mut self, seq: u64, visible_at: Millis) {
         if let Some(state) = self.messages.get_mut(&seq) {
             self.by_visibility.remove(&(state.visible_at, seq));
             state.visible_at = visible_at;
             self.by_visibility.insert((visible_at, seq));
+        }
+    }
+
+    /// FIFO queues: recomputes when the group of `seq` can deliver next.
+    fn refile_group_of(&mut self, seq: u64) {
+        let retention = self.retention_ms();
+        if let Some(fifo) = self.fifo.as_deref_mut() {
+            if let Some(group) = fifo.groups.group_of(seq) {
+                fifo.groups.refile(group, &self.messages, retention);
+            }
         }
     }
 
@@ -156,23 +235,63 @@ impl QueueState {
         }
     }
 
+    fn reserve_one(&mut self) -> Option<u64> {
+        let depth = self.messages.len() as u64 + self.pending;
+        if depth >= self.config.max_depth.unwrap_or(u64::MAX) {
+            return None;
+        }
+        self.pending += 1;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        Some(seq)
+    }
+
     /// Admits up to `count` new messages against `max_depth` and gives each admitted one its
     /// seq; `None` for each refused (the excess of a full queue).
+    #[cfg(test)]
     pub fn reserve(&mut self, count: usize) -> Vec<Option<u64>> {
-        let mut depth = self.messages.len() as u64 + self.pending;
-        let limit = self.config.max_depth.unwrap_or(u64::MAX);
-        (0..count)
-            .map(|_| {
-                if depth >= limit {
-                    return None;
+        (0..count).map(|_| self.reserve_one()).collect()
+    }
+
+    /// Decides, in order, what becomes of each message of a send: `(deduplication key, message
+    /// id)`, the key `None` on standard queues. A key accepted within the window (also earlier
+    /// in the same send) makes a duplicate, which takes no room; every other message is admitted
+    /// against `max_depth` and gets its seq, and its key is recorded at once (not yet committed)
+    /// so a concurrent send with it is a duplicate too.
+    pub fn admit<'a>(
+        &mut self,
+        requests: impl IntoIterator<Item = (Option<DedupKey>, &'a str)>,
+        now: Millis,
+    ) -> Vec<Admission> {
+        let mut answers = Vec::new();
+        for (key, message_id) in requests {
+            let key = key.filter(|_| self.fifo.is_some());
+            if let (Some(key), Some(fifo)) = (&key, self.fifo.as_deref()) {
+                if let Some(original) = fifo.dedup.find(key, now) {
+                    answers.push(Admission::Duplicate {
+                        seq: original.seq,
+                        message_id: original.message_id.clone(),
+                        committed: original.committed,
+                    });
+                    continue;
                 }
-                depth += 1;
-                self.pending += 1;
-                let seq = self.next_seq;
-                self.next_seq += 1;
-                Some(seq)
-            })
-            .collect()
+            }
+            let Some(seq) = self.reserve_one() else {
+                answers.push(Admission::Full);
+                continue;
+            };
+            if let (Some(key), Some(fifo)) = (key, self.fifo.as_deref_mut()) {
+                let entry = DedupEntry {
+                    accepted_at: now,
+                    seq,
+                    message_id: message_id.to_owned(),
+                    committed: false,
+                };
+                fifo.dedup.record(key, entry);
+            }
+            answers.push(Admission::New(seq));
+        }
+        answers
     }
 
     /// Releases `count` reservations whose commit failed or whose queue went away.
@@ -180,19 +299,74 @@ impl QueueState {
         self.pending = self.pending.saturating_sub(count as u64);
     }
 
-    /// Indexes messages whose commit completed, making them receivable, and wakes listeners.
-    pub fn commit_sent(&mut self, sent: &[(u64, Millis, Millis)]) {
+    /// A send's commit failed (or its queue went away): releases its reservations and frees its
+    /// deduplication keys.
+    pub fn abandon_sent(&mut self, sent: &[Accepted]) {
         self.abandon(sent.len());
-        for &(seq, sent_at, visible_at) in sent {
-            if seq >= self.purge_floor {
-                self.insert(seq, MsgState::new(sent_at, visible_at));
+        if let Some(fifo) = self.fifo.as_deref_mut() {
+            for a in sent {
+                if let Some(key) = &a.dedup {
+                    fifo.dedup.forget(key, a.seq);
+                }
+            }
+        }
+    }
+
+    /// Indexes messages whose commit completed, making them receivable, and wakes listeners.
+    pub fn commit_sent(&mut self, sent: &[Accepted]) {
+        self.abandon(sent.len());
+        for a in sent {
+            if a.seq >= self.purge_floor {
+                self.insert(
+                    a.seq,
+                    MsgState::new(a.sent_at, a.visible_at),
+                    a.group.as_deref(),
+                );
+            }
+            // A purged message was accepted all the same: its key stays taken.
+            if let (Some(key), Some(fifo)) = (&a.dedup, self.fifo.as_deref_mut()) {
+                fifo.dedup.commit(key, a.seq);
             }
         }
         self.notify();
     }
 
-    /// Delivers up to `max` receivable messages in `(visible_at, seq)` order, hiding each until
-    /// `now + visibility_ms`. `next_delivery` numbers each delivery.
+    /// Whether `key` is recorded, durably, for the send of `seq` (a duplicate's original).
+    pub fn dedup_confirmed(&self, key: &DedupKey, seq: u64) -> bool {
+        self.fifo
+            .as_deref()
+            .is_some_and(|fifo| fifo.dedup.confirmed(key, seq))
+    }
+
+    /// Drops deduplication records and receive attempts whose window ended by `now`; answers
+    /// the deduplication keys to delete on disk.
+    pub fn prune_fifo(&mut self, now: Millis) -> Vec<DedupKey> {
+        match self.fifo.as_deref_mut() {
+            Some(fifo) => {
+                fifo.attempts.prune(now);
+                fifo.dedup.prune(now)
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Counts a delivery of `seq` (already hidden by the caller) and answers it.
+    fn deliver(&mut self, seq: u64, now: Millis, delivery: u64) -> Option<Picked> {
+        let m = self.messages.get_mut(&seq)?;
+        m.receive_count = m.receive_count.saturating_add(1);
+        if m.first_received == 0 {
+            let offset = now
+                .saturating_sub(m.sent_at)
+                .min(Millis::from(u32::MAX - 1));
+            m.first_received = u32::try_from(offset).map_or(u32::MAX, |o| o + 1);
+        }
+        m.delivery = delivery;
+        Some(Picked { seq, state: *m })
+    }
+
+    /// Delivers up to `max` receivable messages, hiding each until `now + visibility_ms`.
+    /// `next_delivery` numbers each delivery. Standard queues deliver in `(visible_at, seq)`
+    /// order; FIFO queues by group (see `fifo.rs`).
     pub fn receive(
         &mut self,
         max: usize,
@@ -200,6 +374,9 @@ impl QueueState {
         now: Millis,
         mut next_delivery: impl FnMut() -> u64,
     ) -> Pick {
+        if self.fifo.is_some() {
+            return self.receive_fifo(max, visibility_ms, now, next_delivery);
+        }
         let retention = self.retention_ms();
         let mut pick = Pick::default();
         let mut chosen = Vec::new();
@@ -219,20 +396,89 @@ impl QueueState {
         let hidden_until = now.saturating_add(visibility_ms);
         for seq in chosen {
             self.set_visible_at(seq, hidden_until);
-            if let Some(m) = self.messages.get_mut(&seq) {
-                m.receive_count = m.receive_count.saturating_add(1);
-                if m.first_received == 0 {
-                    let offset = now
-                        .saturating_sub(m.sent_at)
-                        .min(Millis::from(u32::MAX - 1));
-                    m.first_received = u32::try_from(offset).map_or(u32::MAX, |o| o + 1);
-                }
-                m.delivery = next_delivery();
-                pick.delivered.push(Picked { seq, state: *m });
+            if let Some(picked) = self.deliver(seq, now, next_delivery()) {
+                pick.delivered.push(picked);
             }
         }
         pick.next_visible_at = self.next_visible_after(now);
         pick
+    }
+
+    fn receive_fifo(
+        &mut self,
+        max: usize,
+        visibility_ms: Millis,
+        now: Millis,
+        mut next_delivery: impl FnMut() -> u64,
+    ) -> Pick {
+        let retention = self.retention_ms();
+        let Some(fifo) = self.fifo.as_deref_mut() else {
+            return Pick::default();
+        };
+        let (chosen, expired) = fifo.groups.pick(max, now, &self.messages, retention);
+        for &seq in &expired {
+            self.remove(seq);
+        }
+        let hidden_until = now.saturating_add(visibility_ms);
+        let mut pick = Pick {
+            expired,
+            ..Pick::default()
+        };
+        for &seq in &chosen {
+            self.set_visible_at(seq, hidden_until);
+            if let Some(picked) = self.deliver(seq, now, next_delivery()) {
+                pick.delivered.push(picked);
+            }
+        }
+        // Chosen messages of one group are adjacent: refile each group once, after its last.
+        for (i, &seq) in chosen.iter().enumerate() {
+            let group_of = |s: u64| self.fifo.as_deref().and_then(|f| f.groups.group_of(s));
+            if chosen
+                .get(i + 1)
+                .is_none_or(|&next| group_of(next) != group_of(seq))
+            {
+                self.refile_group_of(seq);
+            }
+        }
+        pick.next_visible_at = self
+            .fifo
+            .as_deref()
+            .and_then(|fifo| fifo.groups.next_ready_after(now));
+        pick
+    }
+
+    /// FIFO queues: what a receive with this attempt id answered within the window, if any.
+    /// Only messages still stored and not expired are answered again.
+    pub fn replay(&self, attempt_id: &str, now: Millis) -> Option<Attempt> {
+        let mut attempt = self
+            .fifo
+            .as_deref()?
+            .attempts
+            .find(attempt_id, now)
+            .cloned()?;
+        let retention = self.retention_ms();
+        attempt.delivered.retain(|picked| {
+            self.messages
+                .get(&picked.seq)
+                .is_some_and(|m| !m.expired(retention, now))
+        });
+        Some(attempt)
+    }
+
+    /// FIFO queues: remembers what a receive with this attempt id answered. Empty answers are
+    /// not remembered: a long poll asks again with the same id until something comes.
+    pub fn remember(&mut self, attempt_id: &str, now: Millis, pick: &Pick) {
+        if pick.delivered.is_empty() {
+            return;
+        }
+        if let Some(fifo) = self.fifo.as_deref_mut() {
+            let attempt = Attempt {
+                at: now,
+                delivered: pick.delivered.clone(),
+                next_visible_at: pick.next_visible_at,
+            };
+            fifo.attempts.remember(attempt_id, attempt);
+        }
     }
 
     /// When the next hidden message becomes receivable, skipping those that expire first (they
@@ -282,6 +528,10 @@ impl QueueState {
             self.current(handle)?;
         }
         self.remove(handle.seq);
+        if self.fifo.is_some() {
+            // Its group may deliver again.
+            self.notify();
+        }
         Ok(true)
     }
 
@@ -298,6 +548,7 @@ impl QueueState {
             _ => return Err(HandleError::Stale),
         }
         self.set_visible_at(handle.seq, now.saturating_add(timeout_ms));
+        self.refile_group_of(handle.seq);
         if timeout_ms == 0 {
             self.notify();
         }
@@ -360,11 +611,16 @@ impl QueueState {
         expired
     }
 
-    /// Empties the index; answers the seq below which the store must delete.
+    /// Empties the index; answers the seq below which the store must delete. Deduplication
+    /// records stay: a purge does not make a recent send's id new again.
     pub fn purge(&mut self) -> u64 {
         self.messages.clear();
         self.by_visibility.clear();
         self.oldest_hint = Millis::MAX;
+        if let Some(fifo) = self.fifo.as_deref_mut() {
+            fifo.groups.clear();
+            fifo.attempts.clear();
+        }
         self.purge_floor = self.next_seq;
         self.next_seq
     }
@@ -373,6 +629,9 @@ impl QueueState {
     pub fn close(&mut self) {
         self.deleted = true;
         self.purge();
+        if let Some(fifo) = self.fifo.as_deref_mut() {
+            fifo.dedup.clear();
+        }
         self.changes = None;
     }
 
@@ -389,12 +648,25 @@ mod tests {
     fn state(retention_seconds: u32) -> QueueState {
         let mut config = QueueConfig::with_defaults(262_144);
         config.message_retention_seconds = retention_seconds;
-        QueueState::new(config, 0, 1)
+        QueueState::new(config, 0, 1, false)
+    }
+
+    fn accepted(seq: u64, sent_at: Millis, visible_at: Millis) -> Accepted {
+        Accepted {
+            seq,
+            sent_at,
+            visible_at,
+            group: None,
+            dedup: None,
+        }
     }
 
     fn send(q: &mut QueueState, n: usize, now: Millis, delay: Millis) -> Vec<u64> {
         let seqs: Vec<u64> = q.reserve(n).into_iter().flatten().collect();
-        let sent: Vec<_> = seqs.iter().map(|&s| (s, now, now + delay)).collect();
+        let sent: Vec<_> = seqs
+            .iter()
+            .map(|&s| accepted(s, now, now + delay))
+            .collect();
         q.commit_sent(&sent);
         seqs
     }
@@ -498,9 +770,240 @@ mod tests {
         let mut q = state(60);
         let in_flight: Vec<u64> = q.reserve(1).into_iter().flatten().collect();
         q.purge();
-        q.commit_sent(&[(in_flight[0], 0, 0)]);
+        q.commit_sent(&[accepted(in_flight[0], 0, 0)]);
         assert_eq!(q.stats(0).visible, 0);
         send(&mut q, 1, 0, 0);
         assert_eq!(q.stats(0).visible, 1);
+    }
+
+    // FIFO queues.
+
+    fn fifo(retention_seconds: u32) -> QueueState {
+        let mut config = QueueConfig::with_defaults(262_144);
+        config.message_retention_seconds = retention_seconds;
+        QueueState::new(config, 0, 1, true)
+    }
+
+    /// Sends one message per group name, in order; answers their seqs.
+    fn send_groups(q: &mut QueueState, groups: &[&str], now: Millis, delay: Millis) -> Vec<u64> {
+        let admitted = q.admit(groups.iter().map(|_| (None, "id")), now);
+        let sent: Vec<Accepted> = admitted
+            .iter()
+            .zip(groups)
+            .map(|(a, g)| match a {
+                Admission::New(seq) => Accepted {
+                    group: Some((*g).to_owned()),
+                    ..accepted(*seq, now, now + delay)
+                },
+                other => panic!("not admitted: {other:?}"),
+            })
+            .collect();
+        q.commit_sent(&sent);
+        sent.iter().map(|a| a.seq).collect()
+    }
+
+    fn seqs(pick: &Pick) -> Vec<u64> {
+        pick.delivered.iter().map(|p| p.seq).collect()
+    }
+
+    fn handle(p: &Picked) -> ReceiptHandle {
+        ReceiptHandle {
+            queue_uid: 7,
+            seq: p.seq,
+            delivery: p.state.delivery,
+        }
+    }
+
+    #[test]
+    fn a_group_in_flight_delivers_nothing_more() {
+        let mut q = fifo(600);
+        let s = send_groups(&mut q, &["a", "a", "b", "a"], 0, 0);
+        let first = q.receive(1, 30_000, 0, counter());
+        assert_eq!(seqs(&first), [s[0]]);
+        // `a` is in flight: only `b` comes, and `a` is due when its visibility ends.
+        let second = q.receive(10, 30_000, 0, counter());
+        assert_eq!(seqs(&second), [s[2]]);
+        assert_eq!(second.next_visible_at, Some(30_000));
+        assert!(q.receive(10, 30_000, 0, counter()).delivered.is_empty());
+        // Deleting the in-flight message frees the group: the rest of it comes, in order.
+        assert_eq!(q.delete(&handle(&first.delivered[0]), 1), Ok(true));
+        let third = q.receive(10, 30_000, 1, counter());
+        assert_eq!(seqs(&third), [s[1], s[3]]);
+    }
+
+    #[test]
+    fn a_message_whose_visibility_ends_comes_again_before_later_ones() {
+        let mut q = fifo(600);
+        let s = send_groups(&mut q, &["a", "a", "a"], 0, 0);
+        let first = q.receive(2, 10_000, 0, counter());
+        assert_eq!(seqs(&first), [s[0], s[1]]);
+        // One of the two becomes visible at once, the other is still in flight: nothing.
+        q.change_visibility(&handle(&first.delivered[0]), 0, 5_000)
+            .unwrap();
+        assert!(q.receive(10, 10_000, 5_000, counter()).delivered.is_empty());
+        // Both visible again: both again, first, then the third.
+        let again = q.receive(10, 10_000, 10_000, counter());
+        assert_eq!(seqs(&again), [s[0], s[1], s[2]]);
+        assert_eq!(again.delivered[0].state.receive_count, 2);
+        assert_eq!(again.delivered[2].state.receive_count, 1);
+        // Deleting the second while the first is in flight keeps the group locked.
+        q.delete(&handle(&again.delivered[1]), 10_000).unwrap();
+        q.change_visibility(&handle(&again.delivered[2]), 0, 10_000)
+            .unwrap();
+        assert!(q
+            .receive(10, 10_000, 10_000, counter())
+            .delivered
+            .is_empty());
+        let last = q.receive(10, 10_000, 20_000, counter());
+        assert_eq!(seqs(&last), [s[0], s[2]]);
+    }
+
+    #[test]
+    fn groups_are_served_oldest_head_first() {
+        let mut q = fifo(600);
+        let s = send_groups(&mut q, &["a", "b", "a", "c", "b", "a"], 0, 0);
+        // Consecutive messages of a group go together, then the next oldest head.
+        let pick = q.receive(4, 30_000, 0, counter());
+        assert_eq!(seqs(&pick), [s[0], s[2], s[5], s[1]]);
+        let pick = q.receive(4, 30_000, 0, counter());
+        assert_eq!(seqs(&pick), [s[3]]);
+    }
+
+    #[test]
+    fn a_busy_group_does_not_hold_up_the_others() {
+        let mut q = fifo(600);
+        let busy: Vec<&str> = vec!["busy"; 1000];
+        let busy_seqs = send_groups(&mut q, &busy, 0, 0);
+        let others = send_groups(&mut q, &["b", "c", "d", "e"], 0, 0);
+        // The busy group's head is oldest: it goes first, as much of it as asked for...
+        let first = q.receive(10, 30_000, 0, counter());
+        assert_eq!(seqs(&first), busy_seqs[..10]);
+        // ... and while it is in flight, every other group comes at once.
+        let next: Vec<u64> = (0..4)
+            .flat_map(|_| seqs(&q.receive(1, 30_000, 0, counter())))
+            .collect();
+        assert_eq!(next, others);
+        // A consumer that deletes as it goes sees the groups interleaved in send order.
+        let mut q = fifo(600);
+        let mut expected = Vec::new();
+        for i in 0..50 {
+            expected.extend(send_groups(&mut q, &["busy", "busy"], 0, 0));
+            if i % 10 == 0 {
+                expected.extend(send_groups(&mut q, &[&format!("g{i}")], 0, 0));
+            }
+        }
+        let mut got = Vec::new();
+        loop {
+            let pick = q.receive(1, 30_000, 0, counter());
+            let Some(p) = pick.delivered.first() else {
+                break;
+            };
+            got.push(p.seq);
+            q.delete(&handle(p), 0).unwrap();
+        }
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn a_delayed_head_blocks_its_group_until_visible() {
+        let mut q = fifo(600);
+        let a1 = send_groups(&mut q, &["a"], 0, 5_000);
+        let a2 = send_groups(&mut q, &["a"], 1_000, 0);
+        let b = send_groups(&mut q, &["b"], 1_000, 0);
+        let pick = q.receive(10, 30_000, 1_000, counter());
+        assert_eq!(seqs(&pick), b);
+        assert_eq!(pick.next_visible_at, Some(5_000));
+        let pick = q.receive(10, 30_000, 5_000, counter());
+        assert_eq!(seqs(&pick), [a1[0], a2[0]]);
+    }
+
+    #[test]
+    fn expired_messages_do_not_block_their_group() {
+        let mut q = fifo(60);
+        let a1 = send_groups(&mut q, &["a"], 0, 0);
+        let a2 = send_groups(&mut q, &["a"], 50_000, 0);
+        let pick = q.receive(1, 120_000, 1_000, counter());
+        assert_eq!(seqs(&pick), a1);
+        // In flight until 121 s, but gone at 60 s: the group is free then.
+        let pick = q.receive(10, 30_000, 59_999, counter());
+        assert!(pick.delivered.is_empty());
+        assert_eq!(pick.next_visible_at, Some(60_000));
+        let pick = q.receive(10, 30_000, 60_000, counter());
+        assert_eq!(seqs(&pick), a2);
+        assert_eq!(pick.expired, a1);
+        // A longer retention puts it back in the way (until its visibility ends).
+        let mut q = fifo(60);
+        let a1 = send_groups(&mut q, &["a"], 0, 0);
+        send_groups(&mut q, &["a"], 1_000, 0);
+        q.receive(1, 120_000, 1_000, counter());
+        let mut config = q.config.clone();
+        config.message_retention_seconds = 600;
+        q.set_config(config);
+        assert!(q
+            .receive(10, 30_000, 60_000, counter())
+            .delivered
+            .is_empty());
+        assert_eq!(seqs(&q.receive(1, 30_000, 121_000, counter())), a1);
+    }
+
+    #[test]
+    fn groups_are_dropped_when_empty_and_purged() {
+        let mut q = fifo(60);
+        send_groups(&mut q, &["a", "b", "a"], 0, 0);
+        let fifo = |q: &QueueState| q.fifo.as_deref().map(|f| f.groups.len());
+        assert_eq!(fifo(&q), Some(2));
+        let pick = q.receive(10, 0, 0, counter());
+        for p in &pick.delivered {
+            q.delete(&handle(p), 0).unwrap();
+        }
+        assert_eq!(fifo(&q), Some(0));
+        send_groups(&mut q, &["a", "c"], 0, 0);
+        q.purge();
+        assert_eq!(fifo(&q), Some(0));
+        assert!(q.receive(10, 0, 0, counter()).delivered.is_empty());
+        send_groups(&mut q, &["c"], 0, 0);
+        assert_eq!(q.take_expired(60_000).len(), 1);
+        assert_eq!(fifo(&q), Some(0));
+    }
+
+    #[test]
+    fn duplicates_take_no_room_and_a_failed_send_frees_its_keys() {
+        let mut q = fifo(600);
+        q.config.max_depth = Some(2);
+        let key = |id: &str| {
+            Some(DedupKey {
+                group: String::new(),
+                id: id.into(),
+            })
+        };
+        let admitted = q.admit([(key("x"), "m1"), (key("x"), "m2"), (None, "m3")], 0);
+        assert_eq!(admitted[0], Admission::New(1));
+        assert_eq!(
+            admitted[1],
+            Admission::Duplicate {
+                seq: 1,
+                message_id: "m1".into(),
+                committed: false
+            }
+        );
+        assert_eq!(admitted[2], Admission::New(2));
+        assert_eq!(q.admit([(key("y"), "m4")], 0), [Admission::Full]);
+        // The first send fails: its key is free again, its room released.
+        let failed = Accepted {
+            dedup: key("x"),
+            ..accepted(1, 0, 0)
+        };
+        q.abandon_sent(&[failed, accepted(2, 0, 0)]);
+        assert!(!q.dedup_confirmed(&key("x").unwrap(), 1));
+        assert_eq!(q.admit([(key("x"), "m5")], 0), [Admission::New(3)]);
+        q.commit_sent(&[Accepted {
+            dedup: key("x"),
+            ..accepted(3, 0, 0)
+        }]);
+        assert!(q.dedup_confirmed(&key("x").unwrap(), 3));
+        // Standard queues never deduplicate.
+        let mut standard = state(600);
+        let admitted = standard.admit([(key("x"), "m1"), (key("x"), "m2")], 0);
+        assert_eq!(admitted, [Admission::New(1), Admission::New(2)]);
     }
 }

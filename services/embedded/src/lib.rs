@@ -17,23 +17,35 @@
 //! durable. Receive bookkeeping (visibility, receive counts, delivery numbers) lives in memory
 //! only: after a restart every stored message is visible again at its sent `visible_at` with a
 //! receive count of 0, and handles issued before the restart are stale.
+//!
+//! **FIFO queues** (`fifo.rs`) add, in memory, the message group of each message (to deliver
+//! each group in order, one delivery in flight per group, oldest head first), the
+//! deduplication records of the last
+//! [`DEDUPLICATION_WINDOW_MS`](sluice_engine::DEDUPLICATION_WINDOW_MS) (also on disk, in the
+//! transaction of the message they name, so they survive a restart) and the answers of recent
+//! receives by `request_attempt_id` (memory only, like all receive bookkeeping).
 
+mod fifo;
 mod index;
 mod store;
 
 use async_trait::async_trait;
-use index::{Picked, QueueState};
+use fifo::{DedupEntry, DedupKey};
+use index::{Accepted, Admission, Pick, Picked, QueueState};
 use sluice_engine::{
-    Engine, EngineError, HandleError, MessageState, Millis, NewMessage, QueueConfig, QueueInfo,
-    QueueKey, QueueListener, QueueName, Quotas, ReceiptHandle, ReceiveOutcome, ReceivedMessage,
-    SendRejection, SentMessage, StoredMessage, TenantId, TenantRecord,
+    DeduplicationScope, Engine, EngineError, HandleError, MessageState, Millis, NewMessage,
+    QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Quotas, ReceiptHandle,
+    ReceiveOutcome, ReceivedMessage, SendRejection, SentMessage, StoredMessage, TenantId,
+    TenantRecord,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use store::{encode, BodyRecord, EncodedMessage, MetaRecord, QueueRecord, Store, WriteOp};
+use store::{
+    encode, BodyRecord, DedupRecord, EncodedMessage, MetaRecord, QueueRecord, Store, WriteOp,
+};
 
 /// The file the engine keeps in its directory.
 pub const DATABASE_FILE: &str = "sluice.redb";
@@ -137,6 +149,16 @@ fn message_size(m: &NewMessage) -> u64 {
     (m.body.len() + attributes) as u64
 }
 
+/// What deduplicates a FIFO message under `scope`; `None` when it has no deduplication id.
+fn dedup_key(scope: DeduplicationScope, m: &NewMessage) -> Option<DedupKey> {
+    let id = m.deduplication_id.clone()?;
+    let group = match scope {
+        DeduplicationScope::Queue => String::new(),
+        DeduplicationScope::MessageGroup => m.group_id.clone().unwrap_or_default(),
+    };
+    Some(DedupKey { group, id })
+}
+
 impl EmbeddedEngine {
     /// Opens the engine stored in `dir` (created if missing), rebuilding the in-memory index
     /// from disk.
@@ -150,18 +172,39 @@ impl EmbeddedEngine {
         let mut by_uid: HashMap<u64, (QueueKey, Millis, QueueState)> = HashMap::new();
         for (key, record, next_seq) in catalog.queues {
             let key = parse_queue_key(&key)?;
-            let state = QueueState::new(record.config, record.updated_at, next_seq);
+            let fifo = key.name.is_fifo();
+            let state = QueueState::new(record.config, record.updated_at, next_seq, fifo);
             by_uid.insert(record.uid, (key, record.created_at, state));
         }
         let mut messages = 0u64;
-        store::scan_messages(&db, |uid, seq, times| match by_uid.get_mut(&uid) {
+        store::scan_messages(&db, |uid, seq, bytes| match by_uid.get_mut(&uid) {
             Some((_, _, state)) => {
-                state.load(seq, times.sent_at, times.visible_at);
+                if state.is_fifo() {
+                    // FIFO queues index the group too (the whole record is decoded).
+                    let meta = store::meta_record(bytes)?;
+                    state.load(seq, meta.sent_at, meta.visible_at, meta.group_id.as_deref());
+                } else {
+                    let times = store::meta_times(bytes)?;
+                    state.load(seq, times.sent_at, times.visible_at, None);
+                }
                 messages += 1;
-                true
+                Ok(true)
             }
-            None => false,
+            None => Ok(false),
         })?;
+        let mut dedup: HashMap<u64, Vec<(DedupKey, DedupEntry)>> = HashMap::new();
+        store::scan_dedup(&db, |uid, key, entry| {
+            let live = by_uid.contains_key(&uid);
+            if live {
+                dedup.entry(uid).or_default().push((key, entry));
+            }
+            live
+        })?;
+        for (uid, records) in dedup {
+            if let Some((_, _, state)) = by_uid.get_mut(&uid) {
+                state.load_dedup(records);
+            }
+        }
 
         let mut queues = QueueMap::new();
         for (uid, (key, created_at, state)) in by_uid {
@@ -234,6 +277,7 @@ impl EmbeddedEngine {
                     receive_count: p.state.receive_count,
                     first_received_at: p.state.first_received_at(),
                     group_id: meta.group_id,
+                    deduplication_id: meta.deduplication_id,
                     seq: p.seq,
                 };
                 Some((*p, message))
@@ -275,6 +319,32 @@ impl EmbeddedEngine {
             .wait()
             .await
     }
+}
+
+/// The answers of a send, in order, from what was admitted.
+fn answer_sends(
+    admissions: Vec<Admission>,
+    messages: Vec<NewMessage>,
+) -> Vec<Result<SentMessage, SendRejection>> {
+    admissions
+        .into_iter()
+        .zip(messages)
+        .map(|(admission, m)| match admission {
+            Admission::New(seq) => Ok(SentMessage {
+                message_id: m.message_id,
+                seq,
+                duplicate: false,
+            }),
+            Admission::Duplicate {
+                seq, message_id, ..
+            } => Ok(SentMessage {
+                message_id,
+                seq,
+                duplicate: true,
+            }),
+            Admission::Full => Err(SendRejection::QueueFull),
+        })
+        .collect()
 }
 
 fn parse_queue_key(text: &str) -> Result<QueueKey, EngineError> {
@@ -416,7 +486,7 @@ impl Engine for EmbeddedEngine {
                 let pending = self.store.submit_then(vec![op], move |committed| {
                     if committed.is_ok() {
                         let mut state = target.lock();
-                        state.config = config;
+                        state.set_config(config);
                         state.updated_at = now;
                     }
                 });
@@ -427,7 +497,7 @@ impl Engine for EmbeddedEngine {
                 let entry = Arc::new(QueueEntry {
                     uid,
                     created_at,
-                    state: Mutex::new(QueueState::new(config, now, 1)),
+                    state: Mutex::new(QueueState::new(config, now, 1, key.name.is_fifo())),
                 });
                 let (queues, target, key) =
                     (Arc::clone(&self.queues), Arc::clone(&entry), key.clone());
@@ -543,6 +613,7 @@ impl Engine for EmbeddedEngine {
         now: Millis,
     ) -> Result<Vec<Result<SentMessage, SendRejection>>, EngineError> {
         let entry = self.queue(key)?;
+        let fifo = key.name.is_fifo();
         // Encode before taking the lock: the seq is part of the key, not of the records.
         let mut encoded = Vec::with_capacity(messages.len());
         for m in &messages {
@@ -552,6 +623,7 @@ impl Engine for EmbeddedEngine {
                 size: message_size(m),
                 message_id: m.message_id.clone(),
                 group_id: m.group_id.clone(),
+                deduplication_id: m.deduplication_id.clone().filter(|_| fifo),
             })?;
             let body = encode(&BodyRecord {
                 body: m.body.clone(),
@@ -560,59 +632,123 @@ impl Engine for EmbeddedEngine {
             encoded.push((meta, body));
         }
 
-        let (seqs, pending) = {
+        let (admissions, keys, pending) = {
             let mut state = entry.live()?;
-            let seqs = state.reserve(messages.len());
-            let to_write: Vec<EncodedMessage> = seqs
+            let keys: Vec<Option<DedupKey>> = messages
                 .iter()
-                .zip(encoded)
-                .filter_map(|(seq, (meta, body))| seq.map(|seq| EncodedMessage { seq, meta, body }))
+                .map(|m| dedup_key(state.config.deduplication_scope, m).filter(|_| fifo))
                 .collect();
-            if to_write.is_empty() {
-                return Ok(vec![Err(SendRejection::QueueFull); messages.len()]);
+            let admissions = state.admit(
+                keys.iter()
+                    .cloned()
+                    .zip(messages.iter().map(|m| m.message_id.as_str())),
+                now,
+            );
+            let forget = state.prune_fifo(now);
+            let mut to_write = Vec::new();
+            let mut records = Vec::new();
+            let mut accepted = Vec::new();
+            for (((admission, (meta, body)), m), key) in
+                admissions.iter().zip(encoded).zip(&messages).zip(&keys)
+            {
+                let Admission::New(seq) = *admission else {
+                    continue;
+                };
+                to_write.push(EncodedMessage { seq, meta, body });
+                if let Some(key) = key {
+                    records.push(DedupRecord {
+                        key: key.clone(),
+                        accepted_at: now,
+                        seq,
+                        message_id: m.message_id.clone(),
+                    });
+                }
+                accepted.push(Accepted {
+                    seq,
+                    sent_at: now,
+                    visible_at: m.visible_at,
+                    group: fifo.then(|| m.group_id.clone().unwrap_or_default()),
+                    dedup: key.clone(),
+                });
             }
-            let accepted: Vec<(u64, Millis, Millis)> = seqs
-                .iter()
-                .zip(&messages)
-                .filter_map(|(seq, m)| seq.map(|seq| (seq, now, m.visible_at)))
-                .collect();
-            let target = Arc::clone(&entry);
-            // Submitted under the queue lock, so the store applies it before any later purge or
-            // deletion of this queue.
-            let pending = self.store.submit_then(
+            // A duplicate of a send still committing answers once that send is durable: a
+            // submission made now commits with it or after it.
+            let awaits_original = admissions.iter().any(|a| {
+                matches!(
+                    a,
+                    Admission::Duplicate {
+                        committed: false,
+                        ..
+                    }
+                )
+            });
+            if to_write.is_empty() && !awaits_original {
+                if !forget.is_empty() {
+                    self.store.submit_detached(vec![WriteOp::Forget {
+                        uid: entry.uid,
+                        keys: forget,
+                    }]);
+                }
+                return Ok(answer_sends(admissions, messages));
+            }
+            let ops = if !to_write.is_empty() {
                 vec![WriteOp::Insert {
                     uid: entry.uid,
                     next_seq: state.next_seq(),
                     messages: to_write,
-                }],
-                move |committed| {
-                    let mut state = target.lock();
-                    if committed.is_ok() && !state.deleted {
-                        // Only now, durable, do the messages become receivable.
-                        state.commit_sent(&accepted);
-                    } else {
-                        state.abandon(accepted.len());
-                    }
-                },
-            );
-            (seqs, pending)
+                    dedup: records,
+                    forget,
+                }]
+            } else if !forget.is_empty() {
+                vec![WriteOp::Forget {
+                    uid: entry.uid,
+                    keys: forget,
+                }]
+            } else {
+                Vec::new()
+            };
+            let target = Arc::clone(&entry);
+            // Submitted under the queue lock, so the store applies it before any later purge or
+            // deletion of this queue.
+            let pending = self.store.submit_then(ops, move |committed| {
+                if accepted.is_empty() {
+                    return;
+                }
+                let mut state = target.lock();
+                if committed.is_ok() && !state.deleted {
+                    // Only now, durable, do the messages become receivable.
+                    state.commit_sent(&accepted);
+                } else {
+                    state.abandon_sent(&accepted);
+                }
+            });
+            (admissions, keys, pending)
         };
         pending.wait().await?;
-        if entry.lock().deleted {
-            return Err(EngineError::QueueNotFound);
+        {
+            let state = entry.lock();
+            if state.deleted {
+                return Err(EngineError::QueueNotFound);
+            }
+            for (admission, key) in admissions.iter().zip(&keys) {
+                let awaited = match admission {
+                    Admission::Duplicate {
+                        seq,
+                        committed: false,
+                        ..
+                    } => Some(*seq),
+                    _ => None,
+                };
+                if let (Some(seq), Some(key)) = (awaited, key) {
+                    if !state.dedup_confirmed(key, seq) {
+                        return Err(EngineError::Unavailable(
+                            "the send this message duplicates was not stored; retry".into(),
+                        ));
+                    }
+                }
+            }
         }
-
-        Ok(seqs
-            .into_iter()
-            .zip(messages)
-            .map(|(seq, m)| match seq {
-                Some(seq) => Ok(SentMessage {
-                    message_id: m.message_id,
-                    seq,
-                }),
-                None => Err(SendRejection::QueueFull),
-            })
-            .collect())
+        Ok(answer_sends(admissions, messages))
     }
 
     async fn receive(
@@ -620,26 +756,41 @@ impl Engine for EmbeddedEngine {
         key: &QueueKey,
         max_messages: usize,
         visibility_timeout_seconds: u32,
+        request_attempt_id: Option<&str>,
         now: Millis,
     ) -> Result<ReceiveOutcome, EngineError> {
         let entry = self.queue(key)?;
+        let attempt_id = request_attempt_id.filter(|_| key.name.is_fifo());
         let pick = {
             let mut state = entry.live()?;
-            let pick = state.receive(
-                max_messages,
-                seconds(visibility_timeout_seconds),
-                now,
-                || self.next_delivery(),
-            );
-            if !pick.expired.is_empty() {
-                // Already gone from the index; if this delete is lost in a crash the next
-                // start-up re-indexes them and a later sweep deletes them again.
-                self.store.submit_detached(vec![WriteOp::Delete {
-                    uid: entry.uid,
-                    seqs: pick.expired.clone(),
-                }]);
+            match attempt_id.and_then(|id| state.replay(id, now)) {
+                // A retried attempt: the same deliveries, changing nothing.
+                Some(attempt) => Pick {
+                    delivered: attempt.delivered,
+                    expired: Vec::new(),
+                    next_visible_at: attempt.next_visible_at,
+                },
+                None => {
+                    let pick = state.receive(
+                        max_messages,
+                        seconds(visibility_timeout_seconds),
+                        now,
+                        || self.next_delivery(),
+                    );
+                    if let Some(id) = attempt_id {
+                        state.remember(id, now, &pick);
+                    }
+                    if !pick.expired.is_empty() {
+                        // Already gone from the index; if this delete is lost in a crash the
+                        // next start-up re-indexes them and a later sweep deletes them again.
+                        self.store.submit_detached(vec![WriteOp::Delete {
+                            uid: entry.uid,
+                            seqs: pick.expired.clone(),
+                        }]);
+                    }
+                    pick
+                }
             }
-            pick
         };
         let messages = self
             .load_messages(entry.uid, &pick.delivered)?
@@ -747,12 +898,23 @@ impl Engine for EmbeddedEngine {
                 continue;
             }
             let seqs = state.take_expired(now);
+            let forget = state.prune_fifo(now);
+            let mut ops = Vec::new();
             if !seqs.is_empty() {
                 count += seqs.len() as u64;
-                pending.push(self.store.submit(vec![WriteOp::Delete {
+                ops.push(WriteOp::Delete {
                     uid: entry.uid,
                     seqs,
-                }]));
+                });
+            }
+            if !forget.is_empty() {
+                ops.push(WriteOp::Forget {
+                    uid: entry.uid,
+                    keys: forget,
+                });
+            }
+            if !ops.is_empty() {
+                pending.push(self.store.submit(ops));
             }
         }
         for p in pending {
@@ -762,5 +924,7 @@ impl Engine for EmbeddedEngine {
     }
 }
 
+#[cfg(test)]
+mod fifo_tests;
 #[cfg(test)]
 mod tests;

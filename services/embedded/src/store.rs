@@ -12,15 +12,25 @@
 //! | `queue_seq` | queue uid            | next sequence number to hand out               |
 //! | `msg_meta`  | `(uid, seq)`         | [`MetaRecord`] (small: scanned at start-up)    |
 //! | `msg_body`  | `(uid, seq)`         | [`BodyRecord`] (large: read only on delivery)  |
+//! | `dedup`     | `(uid, group, id)`   | `(accepted_at, seq, message_id)`               |
 //!
 //! Messages are keyed by the queue's `uid`, not its name, so deleting and re-creating a name
 //! never mixes the two incarnations' messages, and a whole queue is one contiguous key range.
+//! `dedup` holds the FIFO deduplication records (`group` is empty for the queue scope), written
+//! in the transaction that stores the message and deleted once their window is over.
+//!
+//! Format history: 1 had no FIFO fields; 2 added `QueueConfig::content_based_deduplication`
+//! and `deduplication_scope`, `MetaRecord::deduplication_id` and the `dedup` table. A format-1
+//! file is migrated when opened.
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
-use sluice_engine::{EngineError, MessageAttribute, Millis, QueueConfig, TenantRecord};
+use sluice_engine::{
+    DeduplicationScope, EngineError, MessageAttribute, Millis, QueueConfig, TenantRecord,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -28,6 +38,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
+use crate::fifo::{DedupEntry, DedupKey};
 use crate::CommitMode;
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -36,10 +47,11 @@ const QUEUES: TableDefinition<&str, &[u8]> = TableDefinition::new("queues");
 const QUEUE_SEQ: TableDefinition<u64, u64> = TableDefinition::new("queue_seq");
 const MSG_META: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("msg_meta");
 const MSG_BODY: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("msg_body");
+const DEDUP: TableDefinition<(u64, &str, &str), (u64, u64, &str)> = TableDefinition::new("dedup");
 
 /// postcard is not self-describing: any change to a record's fields must bump this, and a file
 /// written in another format is refused rather than misread.
-const FORMAT_VERSION: u64 = 1;
+const FORMAT_VERSION: u64 = 2;
 const FORMAT_KEY: &str = "format";
 
 /// Most operations one group commit applies; bounds the latency of the first waiter in a burst.
@@ -71,6 +83,8 @@ pub(crate) struct MetaRecord {
     pub size: u64,
     pub message_id: String,
     pub group_id: Option<String>,
+    /// FIFO queues: the deduplication id it was sent with.
+    pub deduplication_id: Option<String>,
 }
 
 /// The leading fields of [`MetaRecord`], in the same order (postcard encodes fields back to back).
@@ -85,6 +99,15 @@ pub(crate) struct MetaTimes {
 pub(crate) struct BodyRecord {
     pub body: String,
     pub attributes: BTreeMap<String, MessageAttribute>,
+}
+
+/// A FIFO deduplication record to write, in the transaction of the message it names.
+#[derive(Debug)]
+pub(crate) struct DedupRecord {
+    pub key: DedupKey,
+    pub accepted_at: Millis,
+    pub seq: u64,
+    pub message_id: String,
 }
 
 /// One message ready to be written: its key within the queue and its two encoded records.
@@ -109,17 +132,25 @@ pub(crate) enum WriteOp {
         key: String,
         record: Vec<u8>,
     },
-    /// The queue record and every message of the incarnation `uid`.
+    /// The queue record and every message and deduplication record of the incarnation `uid`.
     DeleteQueue {
         key: String,
         uid: u64,
     },
     /// Messages of queue `uid`; `next_seq` is recorded so sequence numbers never go back, even
-    /// after every message has been deleted and the engine restarted.
+    /// after every message has been deleted and the engine restarted. With them, the FIFO
+    /// deduplication records `forget` (whose window is over; deleted first) and `dedup`.
     Insert {
         uid: u64,
         next_seq: u64,
         messages: Vec<EncodedMessage>,
+        dedup: Vec<DedupRecord>,
+        forget: Vec<DedupKey>,
+    },
+    /// FIFO deduplication records of queue `uid` whose window is over.
+    Forget {
+        uid: u64,
+        keys: Vec<DedupKey>,
     },
     Delete {
         uid: u64,
@@ -168,6 +199,11 @@ pub(crate) fn open_database(path: &Path) -> Result<Database, EngineError> {
                 meta.insert(FORMAT_KEY, FORMAT_VERSION).map_err(internal)?;
             }
             Some(FORMAT_VERSION) => {}
+            Some(1) => {
+                tracing::info!(path = %path.display(), "migrating storage format 1 to 2");
+                migrate_from_1(&txn)?;
+                meta.insert(FORMAT_KEY, FORMAT_VERSION).map_err(internal)?;
+            }
             Some(other) => {
                 return Err(EngineError::Internal(format!(
                     "{} is in storage format {other}; this build reads format {FORMAT_VERSION}",
@@ -180,9 +216,98 @@ pub(crate) fn open_database(path: &Path) -> Result<Database, EngineError> {
         txn.open_table(QUEUE_SEQ).map_err(internal)?;
         txn.open_table(MSG_META).map_err(internal)?;
         txn.open_table(MSG_BODY).map_err(internal)?;
+        txn.open_table(DEDUP).map_err(internal)?;
     }
     txn.commit().map_err(internal)?;
     Ok(db)
+}
+
+/// [`QueueConfig`] as format 1 stored it (before the FIFO fields); for migration only.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct QueueConfigV1 {
+    pub visibility_timeout_seconds: u32,
+    pub message_retention_seconds: u32,
+    pub delay_seconds: u32,
+    pub receive_wait_seconds: u32,
+    pub max_message_bytes: u32,
+    pub max_depth: Option<u64>,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// [`QueueRecord`] as format 1 stored it; for migration only.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct QueueRecordV1 {
+    pub uid: u64,
+    pub config: QueueConfigV1,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// Message records rewritten per step of the migration (bounds what it holds in memory).
+const MIGRATION_CHUNK: usize = 4096;
+
+/// Rewrites a format-1 file as format 2, inside the caller's transaction: queue records get
+/// the FIFO configuration fields (defaults), message records a `deduplication_id` of `None`.
+fn migrate_from_1(txn: &WriteTransaction) -> Result<(), EngineError> {
+    let mut queues = txn.open_table(QUEUES).map_err(internal)?;
+    let old = queues
+        .iter()
+        .map_err(internal)?
+        .map(|row| {
+            let (key, value) = row.map_err(internal)?;
+            Ok((key.value().to_owned(), value.value().to_vec()))
+        })
+        .collect::<Result<Vec<(String, Vec<u8>)>, EngineError>>()?;
+    for (key, bytes) in old {
+        let v1: QueueRecordV1 = decode(&bytes, "format-1 queue record")?;
+        let c = v1.config;
+        let record = QueueRecord {
+            uid: v1.uid,
+            config: QueueConfig {
+                visibility_timeout_seconds: c.visibility_timeout_seconds,
+                message_retention_seconds: c.message_retention_seconds,
+                delay_seconds: c.delay_seconds,
+                receive_wait_seconds: c.receive_wait_seconds,
+                max_message_bytes: c.max_message_bytes,
+                max_depth: c.max_depth,
+                tags: c.tags,
+                content_based_deduplication: false,
+                deduplication_scope: DeduplicationScope::Queue,
+            },
+            created_at: v1.created_at,
+            updated_at: v1.updated_at,
+        };
+        queues
+            .insert(key.as_str(), encode(&record)?.as_slice())
+            .map_err(internal)?;
+    }
+
+    // `deduplication_id` is the last field: postcard encodes `None` as one zero byte.
+    let mut meta = txn.open_table(MSG_META).map_err(internal)?;
+    let mut after: Option<(u64, u64)> = None;
+    loop {
+        let rows = match after {
+            None => meta.iter(),
+            Some(key) => meta.range::<(u64, u64)>((Bound::Excluded(key), Bound::Unbounded)),
+        }
+        .map_err(internal)?;
+        let chunk = rows
+            .take(MIGRATION_CHUNK)
+            .map(|row| {
+                let (key, value) = row.map_err(internal)?;
+                Ok((key.value(), value.value().to_vec()))
+            })
+            .collect::<Result<Vec<((u64, u64), Vec<u8>)>, EngineError>>()?;
+        let Some(&(last, _)) = chunk.last() else {
+            break;
+        };
+        after = Some(last);
+        for (key, mut value) in chunk {
+            value.push(0);
+            meta.insert(key, value.as_slice()).map_err(internal)?;
+        }
+    }
+    Ok(())
 }
 
 /// Reads tenants and queues (small tables) at start-up.
@@ -212,13 +337,26 @@ pub(crate) fn read_catalog(db: &Database) -> Result<Catalog, EngineError> {
     Ok(catalog)
 }
 
-/// Visits every stored message's `(uid, seq, times)` in key order. `visit` answers whether the
-/// uid belongs to a live queue; messages of any other uid are deleted before this returns. The
-/// engine never leaves such messages (a queue's deletion is ordered after its inserts), so this
-/// is a defence against files written by a buggy or older build, not a routine path.
+/// The leading times of an encoded [`MetaRecord`], decoded without allocating.
+pub(crate) fn meta_times(bytes: &[u8]) -> Result<MetaTimes, EngineError> {
+    let (times, _): (MetaTimes, _) = postcard::take_from_bytes(bytes)
+        .map_err(|e| EngineError::Internal(format!("corrupt message record: {e}")))?;
+    Ok(times)
+}
+
+/// A whole encoded [`MetaRecord`].
+pub(crate) fn meta_record(bytes: &[u8]) -> Result<MetaRecord, EngineError> {
+    decode(bytes, "message record")
+}
+
+/// Visits every stored message's `(uid, seq, encoded meta record)` in key order. `visit`
+/// answers whether the uid belongs to a live queue; messages of any other uid are deleted
+/// before this returns. The engine never leaves such messages (a queue's deletion is ordered
+/// after its inserts), so this is a defence against files written by a buggy or older build,
+/// not a routine path.
 pub(crate) fn scan_messages(
     db: &Database,
-    mut visit: impl FnMut(u64, u64, MetaTimes) -> bool,
+    mut visit: impl FnMut(u64, u64, &[u8]) -> Result<bool, EngineError>,
 ) -> Result<(), EngineError> {
     let mut orphans = BTreeSet::new();
     {
@@ -230,9 +368,7 @@ pub(crate) fn scan_messages(
             if orphans.contains(&uid) {
                 continue;
             }
-            let (times, _): (MetaTimes, _) = postcard::take_from_bytes(value.value())
-                .map_err(|e| EngineError::Internal(format!("corrupt message record: {e}")))?;
-            if !visit(uid, seq, times) {
+            if !visit(uid, seq, value.value())? {
                 orphans.insert(uid);
             }
         }
@@ -255,6 +391,67 @@ pub(crate) fn scan_messages(
                 .map_err(internal)?;
             body.retain_in(range, |_, _| false).map_err(internal)?;
             seqs.remove(uid).map_err(internal)?;
+        }
+    }
+    txn.commit().map_err(internal)?;
+    Ok(())
+}
+
+/// A key of the `dedup` table.
+type DedupTableKey = (u64, &'static str, &'static str);
+
+/// The key range of every deduplication record of queue `uid`.
+fn dedup_range(uid: u64) -> (Bound<DedupTableKey>, Bound<DedupTableKey>) {
+    let end = match uid.checked_add(1) {
+        Some(next) => Bound::Excluded((next, "", "")),
+        None => Bound::Unbounded,
+    };
+    (Bound::Included((uid, "", "")), end)
+}
+
+/// Visits every stored deduplication record. `visit` answers whether the uid belongs to a live
+/// queue; records of any other uid are deleted before this returns (as for messages: a
+/// defence, not a routine path).
+pub(crate) fn scan_dedup(
+    db: &Database,
+    mut visit: impl FnMut(u64, DedupKey, DedupEntry) -> bool,
+) -> Result<(), EngineError> {
+    let mut orphans = BTreeSet::new();
+    {
+        let txn = db.begin_read().map_err(internal)?;
+        let table = txn.open_table(DEDUP).map_err(internal)?;
+        for row in table.iter().map_err(internal)? {
+            let (key, value) = row.map_err(internal)?;
+            let (uid, group, id) = key.value();
+            if orphans.contains(&uid) {
+                continue;
+            }
+            let (accepted_at, seq, message_id) = value.value();
+            let key = DedupKey {
+                group: group.to_owned(),
+                id: id.to_owned(),
+            };
+            let entry = DedupEntry {
+                accepted_at,
+                seq,
+                message_id: message_id.to_owned(),
+                committed: true,
+            };
+            if !visit(uid, key, entry) {
+                orphans.insert(uid);
+            }
+        }
+    }
+    if orphans.is_empty() {
+        return Ok(());
+    }
+    let txn = db.begin_write().map_err(internal)?;
+    {
+        let mut table = txn.open_table(DEDUP).map_err(internal)?;
+        for uid in orphans {
+            table
+                .retain_in(dedup_range(uid), |_, _| false)
+                .map_err(internal)?;
         }
     }
     txn.commit().map_err(internal)?;
@@ -465,6 +662,7 @@ fn apply_all(txn: &WriteTransaction, batch: &[Job]) -> Result<(), redb::Error> {
     let mut queue_seq = txn.open_table(QUEUE_SEQ)?;
     let mut meta = txn.open_table(MSG_META)?;
     let mut body = txn.open_table(MSG_BODY)?;
+    let mut dedup = txn.open_table(DEDUP)?;
     for op in batch.iter().flat_map(|job| &job.ops) {
         match op {
             WriteOp::PutTenant { id, record } => {
@@ -482,17 +680,34 @@ fn apply_all(txn: &WriteTransaction, batch: &[Job]) -> Result<(), redb::Error> {
                 let range = (*uid, 0)..=(*uid, u64::MAX);
                 meta.retain_in(range.clone(), |_, _| false)?;
                 body.retain_in(range, |_, _| false)?;
+                dedup.retain_in(dedup_range(*uid), |_, _| false)?;
             }
             WriteOp::Insert {
                 uid,
                 next_seq,
                 messages,
+                dedup: records,
+                forget,
             } => {
+                for key in forget {
+                    dedup.remove((*uid, key.group.as_str(), key.id.as_str()))?;
+                }
                 for m in messages {
                     meta.insert((*uid, m.seq), m.meta.as_slice())?;
                     body.insert((*uid, m.seq), m.body.as_slice())?;
                 }
+                for r in records {
+                    dedup.insert(
+                        (*uid, r.key.group.as_str(), r.key.id.as_str()),
+                        (r.accepted_at, r.seq, r.message_id.as_str()),
+                    )?;
+                }
                 queue_seq.insert(*uid, *next_seq)?;
+            }
+            WriteOp::Forget { uid, keys } => {
+                for key in keys {
+                    dedup.remove((*uid, key.group.as_str(), key.id.as_str()))?;
+                }
             }
             WriteOp::Delete { uid, seqs } => {
                 for &seq in seqs {
@@ -508,4 +723,63 @@ fn apply_all(txn: &WriteTransaction, batch: &[Job]) -> Result<(), redb::Error> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Writes a format-1 file holding queue `t/old` (uid 42, visibility timeout 45 s) with one
+    /// message; answers the uid and the message's seq.
+    pub(crate) fn write_format_1(path: &Path) -> (u64, u64) {
+        let (uid, seq) = (42, 7);
+        let db = Database::create(path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn.open_table(META).unwrap();
+            meta.insert(FORMAT_KEY, 1).unwrap();
+            let record = QueueRecordV1 {
+                uid,
+                config: QueueConfigV1 {
+                    visibility_timeout_seconds: 45,
+                    message_retention_seconds: 345_600,
+                    delay_seconds: 0,
+                    receive_wait_seconds: 0,
+                    max_message_bytes: 1024,
+                    max_depth: None,
+                    tags: BTreeMap::new(),
+                },
+                created_at: 0,
+                updated_at: 0,
+            };
+            let mut queues = txn.open_table(QUEUES).unwrap();
+            queues
+                .insert("t/old", encode(&record).unwrap().as_slice())
+                .unwrap();
+            let mut queue_seq = txn.open_table(QUEUE_SEQ).unwrap();
+            queue_seq.insert(uid, seq + 1).unwrap();
+            // Format 1's message record is format 2's without its last field (`None`: one byte).
+            let mut record = encode(&MetaRecord {
+                sent_at: 0,
+                visible_at: 0,
+                size: 8,
+                message_id: "id-old".into(),
+                group_id: None,
+                deduplication_id: None,
+            })
+            .unwrap();
+            assert_eq!(record.pop(), Some(0));
+            let mut msg_meta = txn.open_table(MSG_META).unwrap();
+            msg_meta.insert((uid, seq), record.as_slice()).unwrap();
+            let body = encode(&BodyRecord {
+                body: "old body".into(),
+                attributes: BTreeMap::new(),
+            })
+            .unwrap();
+            let mut msg_body = txn.open_table(MSG_BODY).unwrap();
+            msg_body.insert((uid, seq), body.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+        (uid, seq)
+    }
 }

@@ -20,6 +20,7 @@ fn message(body: &str, visible_at: Millis) -> NewMessage {
         attributes: BTreeMap::new(),
         visible_at,
         group_id: None,
+        deduplication_id: None,
     }
 }
 
@@ -124,7 +125,7 @@ async fn reopen_keeps_what_was_acknowledged() {
             )
             .await
             .unwrap();
-        let got = engine.receive(&q, 2, 30, 1_000).await.unwrap();
+        let got = engine.receive(&q, 2, 30, None, 1_000).await.unwrap();
         assert_eq!(got.messages.len(), 2);
         let deleted_handle = got.messages[1].receipt_handle.clone();
         let answers = engine
@@ -151,7 +152,7 @@ async fn reopen_keeps_what_was_acknowledged() {
     assert_eq!(engine.get_queue(&other, 2_000).await.unwrap(), None);
     assert_eq!(engine.count_queues(&tenant.id).await.unwrap(), 1);
 
-    let got = engine.receive(&q, 10, 30, 2_000).await.unwrap();
+    let got = engine.receive(&q, 10, 30, None, 2_000).await.unwrap();
     assert_eq!(got.messages.len(), 1);
     let m = &got.messages[0].message;
     assert_eq!(m.body, "kept");
@@ -324,7 +325,7 @@ async fn a_send_cancelled_while_committing_still_lands_in_the_index() {
     // And the reservation was released: the queue is exactly full, not over-counted.
     let answers = engine.send(&q, vec![message("full", 0)], 0).await.unwrap();
     assert_eq!(answers, vec![Err(SendRejection::QueueFull)]);
-    let got = engine.receive(&q, 10, 30, 0).await.unwrap();
+    let got = engine.receive(&q, 10, 30, None, 0).await.unwrap();
     let bodies: Vec<&str> = got
         .messages
         .iter()

@@ -229,6 +229,7 @@ async fn run(ops: Vec<Op>) {
                             attributes: BTreeMap::new(),
                             visible_at,
                             group_id: None,
+                            deduplication_id: None,
                         }],
                         now,
                     )
@@ -245,7 +246,10 @@ async fn run(ops: Vec<Op>) {
                 });
             }
             Op::Receive { max, vt } => {
-                let outcome = engine.receive(&key, max, vt, now).await.expect("receive");
+                let outcome = engine
+                    .receive(&key, max, vt, None, now)
+                    .await
+                    .expect("receive");
                 let got: Vec<(String, u32)> = outcome
                     .messages
                     .iter()

@@ -46,6 +46,22 @@ impl QueueListener {
 ///   issued for it, since retries must be safe and a gone message keeps no delivery record;
 ///   changing its visibility is `Stale`. A handle stays usable after its visibility timeout
 ///   until the next delivery.
+/// * **FIFO queues** (names ending in `.fifo`): messages of one group are delivered in `seq`
+///   order; while a group has a message in flight (received, neither deleted nor visible
+///   again), nothing more of that group is delivered; a message whose visibility ends comes
+///   again before anything sent after it. One receive may return several messages of one group,
+///   in order. Groups are served oldest head first: the group whose next deliverable message
+///   has the lowest `seq` goes first, so a busy group cannot starve the others. A send whose
+///   deduplication id (scoped by the queue's `deduplication_scope`) was accepted within
+///   [`DEDUPLICATION_WINDOW_MS`](crate::DEDUPLICATION_WINDOW_MS) answers the original's
+///   message id and seq with `duplicate: true` and enqueues nothing, also when the original was
+///   received or deleted meanwhile; two entries of one batch with one id make one message. A
+///   receive with a `request_attempt_id` seen within
+///   [`RECEIVE_ATTEMPT_WINDOW_MS`](crate::RECEIVE_ATTEMPT_WINDOW_MS) answers the same messages
+///   (those still stored) with the same handles, changing nothing; an empty answer is not
+///   remembered, so a long poll retrying under one id still sees new messages. Deleting a FIFO
+///   message (or making it visible) wakes listeners, since it may unblock its group. Purge
+///   keeps deduplication records: an id stays taken for its window.
 /// * **Isolation**: queues are identified by `(tenant, name)`; nothing one tenant names can
 ///   reach another tenant's queue. Every message operation on a queue that does not exist
 ///   answers [`EngineError::QueueNotFound`] (before looking at its handles or messages).
@@ -114,12 +130,14 @@ pub trait Engine: Send + Sync + 'static {
     ) -> Result<Vec<Result<SentMessage, SendRejection>>, EngineError>;
 
     /// Delivers up to `max_messages` receivable messages, hiding each for
-    /// `visibility_timeout_seconds`. Never waits.
+    /// `visibility_timeout_seconds`. Never waits. `request_attempt_id` (FIFO queues; ignored on
+    /// standard ones) makes a retried receive answer what the first one answered.
     async fn receive(
         &self,
         key: &QueueKey,
         max_messages: usize,
         visibility_timeout_seconds: u32,
+        request_attempt_id: Option<&str>,
         now: Millis,
     ) -> Result<ReceiveOutcome, EngineError>;
 

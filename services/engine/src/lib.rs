@@ -18,6 +18,7 @@ pub use error::{EngineError, HandleError, SendRejection};
 pub use handle::ReceiptHandle;
 pub use names::{NameError, QueueKey, QueueName, TenantId};
 pub use types::{
-    MessageAttribute, MessageState, NewMessage, QueueConfig, QueueInfo, QueueStats, Quotas,
-    ReceiveOutcome, ReceivedMessage, SentMessage, StoredMessage, TenantRecord,
+    DeduplicationScope, MessageAttribute, MessageState, NewMessage, QueueConfig, QueueInfo,
+    QueueStats, Quotas, ReceiveOutcome, ReceivedMessage, SentMessage, StoredMessage, TenantRecord,
+    DEDUPLICATION_WINDOW_MS, RECEIVE_ATTEMPT_WINDOW_MS,
 };

@@ -22,7 +22,33 @@ pub struct QueueConfig {
     pub max_depth: Option<u64>,
     /// Free-form labels.
     pub tags: BTreeMap<String, String>,
+    /// FIFO only: a send without a deduplication id uses the SHA-256 of its body (the services
+    /// compute it and pass it as the message's `deduplication_id`).
+    #[serde(default)]
+    pub content_based_deduplication: bool,
+    /// FIFO only: whether deduplication ids are unique per queue or per message group.
+    #[serde(default)]
+    pub deduplication_scope: DeduplicationScope,
 }
+
+/// How far a FIFO deduplication id reaches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeduplicationScope {
+    /// One id space per queue (SQS's default).
+    #[default]
+    Queue,
+    /// One id space per message group.
+    MessageGroup,
+}
+
+/// A FIFO deduplication id accepted at `t` makes later sends with the same id (in its scope)
+/// duplicates until `t + DEDUPLICATION_WINDOW_MS`.
+pub const DEDUPLICATION_WINDOW_MS: Millis = 5 * 60 * 1000;
+
+/// A retried FIFO receive with the same `request_attempt_id` within this long after the first
+/// answers the same messages with the same receipt handles.
+pub const RECEIVE_ATTEMPT_WINDOW_MS: Millis = 5 * 60 * 1000;
 
 impl QueueConfig {
     /// SQS's defaults, with `max_message_bytes` capped by the server's maximum.
@@ -35,6 +61,8 @@ impl QueueConfig {
             max_message_bytes: server_max_message_bytes.min(1_048_576),
             max_depth: None,
             tags: BTreeMap::new(),
+            content_based_deduplication: false,
+            deduplication_scope: DeduplicationScope::Queue,
         }
     }
 }
@@ -89,17 +117,23 @@ pub struct NewMessage {
     pub attributes: BTreeMap<String, MessageAttribute>,
     /// Not receivable before this instant (send time when there is no delay).
     pub visible_at: Millis,
-    /// Caller's group id (standard queues: returned, no ordering implied).
+    /// Caller's group id (standard queues: returned, no ordering implied; FIFO queues:
+    /// required, the unit of ordering).
     pub group_id: Option<String>,
+    /// FIFO queues: required (the services fill it in for content-based deduplication).
+    pub deduplication_id: Option<String>,
 }
 
 /// What the engine answers for one accepted message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SentMessage {
-    /// The id the message was stored under.
+    /// The id the message was stored under (for a duplicate: the original's).
     pub message_id: String,
-    /// The message's position in its queue (strictly increasing per queue incarnation).
+    /// The message's position in its queue (strictly increasing per queue incarnation; for a
+    /// duplicate: the original's).
     pub seq: u64,
+    /// A FIFO deduplication hit: nothing was enqueued.
+    pub duplicate: bool,
 }
 
 /// A stored message with its delivery bookkeeping.
@@ -119,6 +153,8 @@ pub struct StoredMessage {
     pub first_received_at: Option<Millis>,
     /// The caller's group id.
     pub group_id: Option<String>,
+    /// FIFO queues: the deduplication id it was sent with (or the body's SHA-256).
+    pub deduplication_id: Option<String>,
     /// The message's position in its queue.
     pub seq: u64,
 }

@@ -1,13 +1,15 @@
 //! What the engine stores in Redis values, and how it reads script replies.
 //!
-//! A message's immutable part (id, body, attributes, group) is one JSON value in the queue's
+//! A message's immutable part (id, body, attributes, group, deduplication id) is one JSON value in the queue's
 //! `msg` hash, written once at send and read only when the message is delivered or peeked;
 //! everything a script needs to decide (times, counts, delivery numbers) lives in sorted-set
 //! scores and the small `rx` record, so scripts never parse JSON.
 
 use redis::Value;
 use serde::{Deserialize, Serialize};
-use sluice_engine::{EngineError, MessageAttribute, Millis, QueueConfig, QueueStats, TenantRecord};
+use sluice_engine::{
+    EngineError, MessageAttribute, Millis, QueueConfig, QueueStats, StoredMessage, TenantRecord,
+};
 use std::collections::BTreeMap;
 
 /// The immutable part of a message, with short field names (it is stored once per message).
@@ -21,6 +23,31 @@ pub(crate) struct StoredBody {
     pub attributes: BTreeMap<String, MessageAttribute>,
     #[serde(rename = "g", default, skip_serializing_if = "Option::is_none")]
     pub group_id: Option<String>,
+    #[serde(rename = "d", default, skip_serializing_if = "Option::is_none")]
+    pub deduplication_id: Option<String>,
+}
+
+impl StoredBody {
+    /// The message these parts and the script's bookkeeping describe.
+    pub fn into_message(
+        self,
+        seq: u64,
+        sent_at: Millis,
+        receive_count: u32,
+        first_received_at: Option<Millis>,
+    ) -> StoredMessage {
+        StoredMessage {
+            message_id: self.message_id,
+            body: self.body,
+            attributes: self.attributes,
+            sent_at,
+            receive_count,
+            first_received_at,
+            group_id: self.group_id,
+            deduplication_id: self.deduplication_id,
+            seq,
+        }
+    }
 }
 
 fn corrupt(what: &str) -> EngineError {
@@ -152,9 +179,10 @@ mod tests {
             body: "hello\n\u{1F600}".into(),
             attributes,
             group_id: None,
+            deduplication_id: None,
         };
         let json = to_json(&body).unwrap();
-        assert!(!json.contains("\"g\""));
+        assert!(!json.contains("\"g\"") && !json.contains("\"d\""));
         let back: StoredBody = from_json(json.as_bytes()).unwrap();
         assert_eq!(back.body, body.body);
         assert_eq!(back.attributes, body.attributes);

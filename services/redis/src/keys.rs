@@ -10,6 +10,15 @@
 //! | `{P:<tenant>:<queue>}:sent` | zset | every message scored by `sent_at`: depth (`ZCARD`), retention, oldest age |
 //! | `{P:<tenant>:<queue>}:msg` | hash | member → the immutable message (id, body, attributes, group) as JSON |
 //! | `{P:<tenant>:<queue>}:rx` | hash | member → `receive_count:first_received_at:delivery` (absent until received) |
+//! | `{P:<tenant>:<queue>}:ready` | zset | FIFO: the groups that may deliver now, scored by their head's seq (oldest head first) |
+//! | `{P:<tenant>:<queue>}:wait` | zset | FIFO: the other non-empty groups (in flight or delayed head), scored by `ready_at` |
+//! | `{P:<tenant>:<queue>}:group` | hash | FIFO: group → `ready_at`, when it may deliver again: the latest `visible_at` of its head and of its received messages |
+//! | `{P:<tenant>:<queue>}:gmsg` | zset | FIFO: every message as `<len(group)>:<group> <member>`, score 0: a group's messages in order by `ZRANGEBYLEX` |
+//! | `{P:<tenant>:<queue>}:mgrp` | hash | FIFO: member → its group |
+//! | `{P:<tenant>:<queue>}:dedup` | hash | FIFO: deduplication key (`q:<id>` or `g:<len>:<group> <id>`) → `seq accepted_at message_id` |
+//! | `{P:<tenant>:<queue>}:dedup-at` | zset | FIFO: the same keys scored by `accepted_at` (clean-up) |
+//! | `{P:<tenant>:<queue>}:attempt` | hash | FIFO: receive request attempt id → the answer it got (see `receive.lua`) |
+//! | `{P:<tenant>:<queue>}:attempt-at` | zset | FIFO: the same ids scored by when they were answered (clean-up) |
 //! | `{P}:tenants` | hash | tenant id → tenant record (JSON) |
 //! | `{P}:tenant-ids` | zset | tenant ids, score 0 (ordered listing by `ZRANGEBYLEX`) |
 //! | `{P}:tenant:<tenant>:queues` | zset | the tenant's queue names, score 0 (ordered listing, count) |
@@ -19,7 +28,9 @@
 //! Pub/sub channel `P:wake` carries `<engine instance> <tenant>/<queue>` after a send (or a
 //! visibility reset to 0, or a queue deletion).
 //!
-//! The six keys of one queue share one hash tag, so each queue lives in one cluster slot and
+//! A standard queue has the first six keys; a FIFO queue (name ending in `.fifo`) has all
+//! fifteen, and its scripts get all fifteen as `KEYS` (that is how a script tells them apart).
+//! The keys of one queue share one hash tag, so each queue lives in one cluster slot and
 //! each queue operation is one script over one slot. The registries share another tag so that
 //! registering or dropping a queue or tenant is one atomic script; they are touched by
 //! administration and by the expiry sweep only, never by send, receive or delete.
@@ -32,9 +43,25 @@ pub(crate) struct Keys {
     prefix: String,
 }
 
-/// The six keys of one queue, in the order every queue script takes them as `KEYS`.
+/// The keys of one queue, in the order every queue script takes them as `KEYS`: the six of
+/// every queue, then (FIFO queues only) the nine of FIFO bookkeeping.
 #[derive(Debug, Clone)]
-pub(crate) struct QueueKeys(pub [String; 6]);
+pub(crate) struct QueueKeys(pub Vec<String>);
+
+/// The parts of every queue's key names.
+const QUEUE_PARTS: [&str; 6] = ["meta", "vis", "rcv", "sent", "msg", "rx"];
+/// The parts FIFO queues add.
+const FIFO_PARTS: [&str; 9] = [
+    "ready",
+    "wait",
+    "group",
+    "gmsg",
+    "mgrp",
+    "dedup",
+    "dedup-at",
+    "attempt",
+    "attempt-at",
+];
 
 impl Keys {
     /// Checks the prefix cannot break a hash tag or a key.
@@ -50,10 +77,18 @@ impl Keys {
         })
     }
 
-    /// The keys of one queue: meta, vis, rcv, sent, msg, rx.
+    /// The keys of one queue: meta, vis, rcv, sent, msg, rx, and for a FIFO queue ready,
+    /// wait, group, gmsg, mgrp, dedup, dedup-at, attempt, attempt-at.
     pub fn queue(&self, key: &QueueKey) -> QueueKeys {
         let tag = format!("{{{}:{}:{}}}", self.prefix, key.tenant, key.name);
-        QueueKeys(["meta", "vis", "rcv", "sent", "msg", "rx"].map(|part| format!("{tag}:{part}")))
+        let fifo: &[&str] = if key.name.is_fifo() { &FIFO_PARTS } else { &[] };
+        QueueKeys(
+            QUEUE_PARTS
+                .iter()
+                .chain(fifo)
+                .map(|part| format!("{tag}:{part}"))
+                .collect(),
+        )
     }
 
     /// How a queue is named in the registry and in wake-ups: `<tenant>/<queue>`.
@@ -120,6 +155,8 @@ mod tests {
     fn queue_keys_share_one_hash_tag() {
         let keys = Keys::new("sluice").unwrap();
         let q = keys.queue(&key("acme", "orders.fifo"));
+        assert_eq!(q.0.len(), 15);
+        assert_eq!(keys.queue(&key("acme", "orders")).0.len(), 6);
         for k in &q.0 {
             assert!(k.starts_with("{sluice:acme:orders.fifo}:"), "{k}");
         }

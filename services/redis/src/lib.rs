@@ -9,6 +9,10 @@
 //!   so one cluster slot. Scripts check everything before they change anything and take "now"
 //!   from the caller, never from the server's clock.
 //! * **Keys** (`keys.rs`): one namespace type builds every key; the layout is documented there.
+//! * **FIFO queues** get nine more keys (groups ready by head seq, groups waiting by the time
+//!   they are released, each group's messages in order, deduplication records, receive
+//!   attempts), passed to the same scripts: sends, receives and delete batches stay one
+//!   `EVALSHA` each (see the README).
 //! * **Connection** (`conn.rs`): a `ConnectionManager` (standalone) or the async cluster client,
 //!   every call bounded by [`RedisOptions::command_timeout`] and mapped to
 //!   [`EngineError::Unavailable`] when Redis is away; both reconnect by themselves.
@@ -54,9 +58,10 @@ use conn::{Call, Redis};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use keys::{Keys, QueueKeys};
 use sluice_engine::{
-    Engine, EngineError, HandleError, MessageState, Millis, NewMessage, QueueConfig, QueueInfo,
-    QueueKey, QueueListener, QueueName, Quotas, ReceiptHandle, ReceiveOutcome, ReceivedMessage,
-    SendRejection, SentMessage, StoredMessage, TenantId, TenantRecord,
+    DeduplicationScope, Engine, EngineError, HandleError, MessageState, Millis, NewMessage,
+    QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Quotas, ReceiptHandle,
+    ReceiveOutcome, ReceivedMessage, SendRejection, SentMessage, StoredMessage, TenantId,
+    TenantRecord, DEDUPLICATION_WINDOW_MS, RECEIVE_ATTEMPT_WINDOW_MS,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -310,7 +315,10 @@ impl RedisEngine {
         let mut removed = 0;
         loop {
             let mut call = self.queue_call(&scripts::EXPIRE, &key);
-            call.arg(now).arg(EXPIRE_BATCH);
+            call.arg(now)
+                .arg(EXPIRE_BATCH)
+                .arg(DEDUPLICATION_WINDOW_MS)
+                .arg(RECEIVE_ATTEMPT_WINDOW_MS);
             let Some(mut reply) = self.run_queue(&key, &call, true).await? else {
                 self.forget_expiry(&queue_id);
                 if registered_at.saturating_add(REGISTRY_GRACE_MS) <= now {
@@ -525,7 +533,11 @@ impl Engine for RedisEngine {
             .arg(&uid)
             .arg(to_json(&config)?)
             .arg(seconds(config.message_retention_seconds))
-            .arg(config.max_depth.map(|d| d.to_string()).unwrap_or_default());
+            .arg(config.max_depth.map(|d| d.to_string()).unwrap_or_default())
+            .arg(match config.deduplication_scope {
+                DeduplicationScope::Queue => "queue",
+                DeduplicationScope::MessageGroup => "message_group",
+            });
         let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
         let created = reply.int()? == 1;
         let described = Described::read(&mut reply)?;
@@ -559,9 +571,9 @@ impl Engine for RedisEngine {
         if let Some(config) = self.configs.get(key) {
             return Ok(Some(config));
         }
-        let QueueKeys([meta, ..]) = self.keys.queue(key);
+        let QueueKeys(keys) = self.keys.queue(key);
         let mut cmd = redis::cmd("HGET");
-        cmd.arg(meta).arg("config");
+        cmd.arg(&keys[0]).arg("config");
         let Some(json) = self.redis.query::<Option<Vec<u8>>>(&cmd).await? else {
             // Absence is not cached: a queue created through another gateway is seen at once.
             return Ok(None);
@@ -652,27 +664,49 @@ impl Engine for RedisEngine {
         if messages.is_empty() {
             return Ok(Vec::new());
         }
+        let fifo = key.name.is_fifo();
         let queue_id = Keys::queue_id(key);
         let mut call = self.queue_call(&scripts::SEND, key);
         call.arg(now)
             .arg(self.keys.wake_channel())
-            .arg(self.wakers.payload(&queue_id));
+            .arg(self.wakers.payload(&queue_id))
+            .arg(DEDUPLICATION_WINDOW_MS);
         let mut ids = Vec::with_capacity(messages.len());
         for m in messages {
+            let (group, dedup) = (m.group_id.clone(), m.deduplication_id.clone());
             call.arg(m.visible_at).arg(to_json(&StoredBody {
                 message_id: m.message_id.clone(),
                 body: m.body,
                 attributes: m.attributes,
                 group_id: m.group_id,
+                deduplication_id: m.deduplication_id,
             })?);
+            if fifo {
+                // The services guarantee both on FIFO queues; without them a message joins the
+                // group "" and is never a duplicate.
+                call.arg(&m.message_id)
+                    .arg(group.unwrap_or_default())
+                    .arg(dedup.unwrap_or_default());
+            }
             ids.push(m.message_id);
         }
         let mut reply = not_found(self.run_queue(key, &call, true).await?)?;
         let mut answers = Vec::with_capacity(ids.len());
         for message_id in ids {
-            answers.push(match reply.u64()? {
+            let seq = reply.u64()?;
+            let original = if fifo { reply.text()? } else { String::new() };
+            answers.push(match seq {
                 0 => Err(SendRejection::QueueFull),
-                seq => Ok(SentMessage { message_id, seq }),
+                seq if original.is_empty() => Ok(SentMessage {
+                    message_id,
+                    seq,
+                    duplicate: false,
+                }),
+                seq => Ok(SentMessage {
+                    message_id: original,
+                    seq,
+                    duplicate: true,
+                }),
             });
         }
         if answers.iter().any(Result::is_ok) {
@@ -686,6 +720,7 @@ impl Engine for RedisEngine {
         key: &QueueKey,
         max_messages: usize,
         visibility_timeout_seconds: u32,
+        request_attempt_id: Option<&str>,
         now: Millis,
     ) -> Result<ReceiveOutcome, EngineError> {
         let salt = rand::random::<u64>() & ((1 << SALT_BITS) - 1);
@@ -693,7 +728,9 @@ impl Engine for RedisEngine {
         call.arg(now)
             .arg(max_messages)
             .arg(seconds(visibility_timeout_seconds))
-            .arg(salt);
+            .arg(salt)
+            .arg(request_attempt_id.unwrap_or_default())
+            .arg(RECEIVE_ATTEMPT_WINDOW_MS);
         // Receive bookkeeping may be lost with the store (see the trait): no WAIT for it.
         let mut reply = not_found(self.run_queue(key, &call, false).await?)?;
         let uid: u64 = reply
@@ -701,6 +738,8 @@ impl Engine for RedisEngine {
             .parse()
             .map_err(|_| EngineError::Internal(format!("corrupt uid of queue {key}")))?;
         let next_visible_at = reply.time()?;
+        // Ours, or the one of the answer a request attempt id replays.
+        let salt = reply.u64()?;
         let mut messages = Vec::new();
         while !reply.is_empty() {
             let seq = reply.u64()?;
@@ -710,16 +749,7 @@ impl Engine for RedisEngine {
             let delivery = delivery_number(reply.u64()?, salt);
             let body: StoredBody = from_json(&reply.bytes()?)?;
             messages.push(ReceivedMessage {
-                message: StoredMessage {
-                    message_id: body.message_id,
-                    body: body.body,
-                    attributes: body.attributes,
-                    sent_at,
-                    receive_count,
-                    first_received_at,
-                    group_id: body.group_id,
-                    seq,
-                },
+                message: body.into_message(seq, sent_at, receive_count, first_received_at),
                 receipt_handle: ReceiptHandle {
                     queue_uid: uid,
                     seq,
@@ -740,8 +770,11 @@ impl Engine for RedisEngine {
         handles: &[String],
         now: Millis,
     ) -> Result<Vec<Result<(), HandleError>>, EngineError> {
+        let queue_id = Keys::queue_id(key);
         let mut call = self.queue_call(&scripts::DELETE, key);
-        call.arg(now);
+        call.arg(now)
+            .arg(self.keys.wake_channel())
+            .arg(self.wakers.payload(&queue_id));
         let decoded: Vec<Option<ReceiptHandle>> =
             handles.iter().map(|h| ReceiptHandle::decode(h)).collect();
         for h in decoded.iter().flatten() {
@@ -752,6 +785,10 @@ impl Engine for RedisEngine {
         // Sent even when every handle is garbage: the script also answers whether the queue
         // exists.
         let mut reply = not_found(self.run_queue(key, &call, true).await?)?;
+        // FIFO: a group whose message in flight was deleted may deliver again.
+        if reply.int()? == 1 {
+            self.wakers.wake(&queue_id);
+        }
         decoded
             .into_iter()
             .map(|h| match h {
@@ -821,16 +858,7 @@ impl Engine for RedisEngine {
             let receive_count = u32::try_from(reply.u64()?).unwrap_or(u32::MAX);
             let first_received_at = reply.time()?;
             let body: StoredBody = from_json(&reply.bytes()?)?;
-            messages.push(StoredMessage {
-                message_id: body.message_id,
-                body: body.body,
-                attributes: body.attributes,
-                sent_at,
-                receive_count,
-                first_received_at,
-                group_id: body.group_id,
-                seq,
-            });
+            messages.push(body.into_message(seq, sent_at, receive_count, first_received_at));
         }
         Ok(messages)
     }

@@ -37,6 +37,7 @@ fn message(body: &str, now: Millis) -> NewMessage {
         attributes: BTreeMap::new(),
         visible_at: now,
         group_id: None,
+        deduplication_id: None,
     }
 }
 
@@ -119,7 +120,7 @@ async fn scripts_are_loaded_again_after_script_flush() {
     engine.send(&q, vec![message("a", NOW)], NOW).await.unwrap();
     server.query(&["SCRIPT", "FLUSH"]).unwrap();
     engine.send(&q, vec![message("b", NOW)], NOW).await.unwrap();
-    let got = engine.receive(&q, 10, 30, NOW).await.unwrap();
+    let got = engine.receive(&q, 10, 30, None, NOW).await.unwrap();
     assert_eq!(got.messages.len(), 2);
     // A restart without persistence forgets the scripts too (and everything else).
     server.restart().unwrap();
@@ -162,7 +163,7 @@ async fn send_receive_and_delete_batches_are_one_redis_call_each() {
     warm.send(&q, vec![message("warm", NOW)], NOW)
         .await
         .unwrap();
-    let handle = warm.receive(&q, 1, 0, NOW).await.unwrap().messages[0]
+    let handle = warm.receive(&q, 1, 0, None, NOW).await.unwrap().messages[0]
         .receipt_handle
         .clone();
     warm.change_visibility(&q, &[(handle.clone(), 0)], NOW)
@@ -261,6 +262,137 @@ async fn send_receive_and_delete_batches_are_one_redis_call_each() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_send_receive_and_delete_batches_are_one_redis_call_each() {
+    let server = RedisServer::start().unwrap();
+    let options = RedisOptions {
+        key_prefix: "fifo-calls".into(),
+        cache_ttl: Duration::from_secs(60),
+        ..RedisOptions::default()
+    };
+    let engine: Arc<dyn Engine> =
+        Arc::new(RedisEngine::connect(&server.url(), options).await.unwrap());
+    let services = Services::new(
+        engine.clone(),
+        Arc::new(ManualClock::new(NOW)),
+        Limits::default(),
+    );
+    let tenant = TenantId::parse("acme").unwrap();
+    services
+        .put_queue(&tenant, "q.fifo", QueueConfigPatch::default())
+        .await
+        .unwrap();
+    services.ensure_tenant(&tenant).await.unwrap();
+    let fifo = |i: usize, group: &str| SendRequest {
+        body: format!("m{i}"),
+        group_id: Some(group.to_owned()),
+        deduplication_id: Some(format!("d{i}")),
+        ..SendRequest::default()
+    };
+    // Warm up: load every script once into this fresh server.
+    let q = key("q.fifo");
+    services
+        .send(&tenant, "q.fifo", fifo(100, "warm"))
+        .await
+        .unwrap();
+    let handle = engine
+        .receive(&q, 1, 0, Some("warm"), NOW)
+        .await
+        .unwrap()
+        .messages[0]
+        .receipt_handle
+        .clone();
+    engine
+        .change_visibility(&q, &[(handle.clone(), 0)], NOW)
+        .await
+        .unwrap();
+    engine.delete(&q, &[handle], NOW).await.unwrap();
+    server.query(&["CONFIG", "RESETSTAT"]).unwrap();
+    let mut monitor = Monitor::start(server.port());
+
+    let entries = (0..10)
+        .map(|i| SendEntry {
+            id: format!("e{i}"),
+            message: fifo(i, ["a", "b", "c"][i % 3]),
+        })
+        .collect();
+    let sent = services
+        .send_batch(&tenant, "q.fifo", entries)
+        .await
+        .unwrap();
+    assert_eq!(sent.successful.len(), 10);
+    assert_eq!(monitor.mark(), ["EVALSHA"], "FIFO send batch of 10");
+
+    let receive = ReceiveRequest {
+        max_messages: Some(10),
+        visibility_timeout_seconds: Some(30),
+        wait_seconds: Some(0),
+        request_attempt_id: Some("attempt".into()),
+    };
+    let got = services
+        .receive(&tenant, "q.fifo", receive.clone())
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 10);
+    assert_eq!(monitor.mark(), ["EVALSHA"], "FIFO receive of 10");
+    let again = services.receive(&tenant, "q.fifo", receive).await.unwrap();
+    assert_eq!(again.len(), 10);
+    assert_eq!(
+        monitor.mark(),
+        ["EVALSHA"],
+        "FIFO receive retried by attempt id"
+    );
+
+    let changes = got[..2]
+        .iter()
+        .enumerate()
+        .map(|(i, m)| ChangeVisibilityEntry {
+            id: format!("c{i}"),
+            receipt_handle: m.receipt_handle.clone().unwrap(),
+            visibility_timeout_seconds: 60,
+        })
+        .collect();
+    let changed = services
+        .change_visibility_batch(&tenant, "q.fifo", changes)
+        .await
+        .unwrap();
+    assert_eq!(changed.successful.len(), 2);
+    assert_eq!(monitor.mark(), ["EVALSHA"], "FIFO change visibility batch");
+
+    let deletes = got
+        .iter()
+        .enumerate()
+        .map(|(i, m)| DeleteEntry {
+            id: format!("d{i}"),
+            receipt_handle: m.receipt_handle.clone().unwrap(),
+        })
+        .collect();
+    let deleted = services
+        .delete_batch(&tenant, "q.fifo", deletes)
+        .await
+        .unwrap();
+    assert_eq!(deleted.successful.len(), 10);
+    assert_eq!(monitor.mark(), ["EVALSHA"], "FIFO delete batch of 10");
+
+    // A duplicate send is one call too.
+    let duplicate = services
+        .send(&tenant, "q.fifo", fifo(0, "a"))
+        .await
+        .unwrap();
+    assert!(duplicate.duplicate);
+    assert_eq!(monitor.mark(), ["EVALSHA"], "FIFO duplicate send");
+
+    let stats = server.query(&["INFO", "commandstats"]).unwrap();
+    let evalsha = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(evalsha, "6", "{stats}");
+    assert!(!stats.contains("cmdstat_script"), "{stats}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_through_one_engine_wakes_a_listener_on_another() {
     let server = shared_server();
     let prefix = unique_prefix("wake");
@@ -278,7 +410,7 @@ async fn a_send_through_one_engine_wakes_a_listener_on_another() {
     eprintln!("cross-engine wake-up after {:?}", started.elapsed());
 
     // A visibility reset to 0 wakes too.
-    let handle = a.receive(&q, 1, 30, NOW).await.unwrap().messages[0]
+    let handle = a.receive(&q, 1, 30, None, NOW).await.unwrap().messages[0]
         .receipt_handle
         .clone();
     let mut listener = b.listen(&q).await.unwrap();
@@ -291,7 +423,7 @@ async fn a_send_through_one_engine_wakes_a_listener_on_another() {
     let clock = ManualClock::new(NOW);
     let services_b = Services::new(b.clone(), Arc::new(clock.clone()), Limits::default());
     let tenant = q.tenant.clone();
-    b.receive(&q, 10, 3600, NOW).await.unwrap();
+    b.receive(&q, 10, 3600, None, NOW).await.unwrap();
     let waiting = tokio::spawn(async move {
         services_b
             .receive(
@@ -447,7 +579,7 @@ async fn without_redis_calls_fail_fast_and_recover_by_themselves() {
     server.freeze().unwrap();
     let started = Instant::now();
     assert!(unavailable(a.send(&q, vec![message("x", NOW)], NOW).await));
-    assert!(unavailable(a.receive(&q, 1, 30, NOW).await));
+    assert!(unavailable(a.receive(&q, 1, 30, None, NOW).await));
     assert!(unavailable(a.ping().await));
     let elapsed = started.elapsed();
     assert!(
@@ -480,7 +612,14 @@ async fn without_redis_calls_fail_fast_and_recover_by_themselves() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     a.send(&q, vec![message("z", NOW)], NOW).await.unwrap();
-    assert_eq!(b.receive(&q, 10, 30, NOW).await.unwrap().messages.len(), 1);
+    assert_eq!(
+        b.receive(&q, 10, 30, None, NOW)
+            .await
+            .unwrap()
+            .messages
+            .len(),
+        1
+    );
     // The wake-up subscription came back too.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -622,7 +761,7 @@ async fn with_appendfsync_always_every_acknowledged_send_survives_sigkill() {
 
     let mut stored = HashSet::new();
     loop {
-        let got = engine.receive(&q, 10, 3600, NOW).await.unwrap();
+        let got = engine.receive(&q, 10, 3600, None, NOW).await.unwrap();
         if got.messages.is_empty() {
             break;
         }
@@ -690,7 +829,7 @@ async fn a_full_redis_refuses_sends_but_lets_consumers_drain_it() {
     // Consumers still receive and delete (their scripts may run over the limit).
     let mut drained = 0;
     loop {
-        let got = engine.receive(&q, 10, 30, NOW).await.unwrap();
+        let got = engine.receive(&q, 10, 30, None, NOW).await.unwrap();
         if got.messages.is_empty() {
             break;
         }

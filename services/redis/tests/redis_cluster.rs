@@ -25,6 +25,7 @@ fn message(body: &str) -> NewMessage {
         attributes: BTreeMap::new(),
         visible_at: NOW,
         group_id: None,
+        deduplication_id: None,
     }
 }
 
@@ -86,7 +87,7 @@ async fn scripts_are_loaded_again_on_every_node_after_script_flush() {
     }
     for q in &queues {
         engine.send(q, vec![message("m")], NOW).await.unwrap();
-        let got = engine.receive(q, 10, 30, NOW).await.unwrap();
+        let got = engine.receive(q, 10, 30, None, NOW).await.unwrap();
         assert_eq!(got.messages.len(), 1, "{q}");
     }
     engine.ping().await.unwrap();

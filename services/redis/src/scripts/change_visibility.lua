@@ -1,6 +1,8 @@
 -- change_visibility: makes messages receivable `timeout` after now (0: at once, which also
--- publishes a wake-up), each answered on its own. A gone or expired message is stale.
--- KEYS: the queue's six keys (see the prelude).
+-- publishes a wake-up), each answered on its own. A gone or expired message is stale. FIFO
+-- queues: the groups of changed messages are placed again (a group is ready once none of its
+-- received messages is hidden).
+-- KEYS: the queue's keys (see the prelude).
 -- ARGV[1] now
 -- ARGV[2] wake channel
 -- ARGV[3] wake payload
@@ -32,12 +34,21 @@ for i = 4, #ARGV, 4 do
       local at = int(now + timeout)
       redis.call('ZADD', VIS, at, m)
       redis.call('ZADD', RCV, at, m)
+      if FIFO then
+        local g = redis.call('HGET', MGRP, m)
+        if g then
+          dirty[g] = true
+        end
+      end
       if timeout == 0 then
         woke = true
       end
     end
   end
   reply[#reply + 1] = code
+end
+if FIFO then
+  settle_dirty(now)
 end
 if woke then
   redis.call('PUBLISH', ARGV[2], ARGV[3])

@@ -1,7 +1,7 @@
 -- peek: up to `limit` unexpired messages in one state, oldest sent first. Changes nothing.
 -- Walks messages by sent_at and stops after `scan` of them, so a state that is rare among
 -- very many messages may show fewer than exist.
--- KEYS: the queue's six keys (see the prelude).
+-- KEYS: the queue's keys (see the prelude).
 -- ARGV[1] now
 -- ARGV[2] state: 'visible' | 'in_flight' | 'delayed'
 -- ARGV[3] limit

@@ -1,11 +1,12 @@
 -- put_queue: creates the queue, or replaces its configuration keeping its uid, created_at,
 -- counters and messages.
--- KEYS: the queue's six keys (see the prelude).
+-- KEYS: the queue's keys (see the prelude).
 -- ARGV[1] now
 -- ARGV[2] uid for a new incarnation (decimal u64 chosen at random by the engine)
 -- ARGV[3] configuration (JSON)
 -- ARGV[4] retention in ms
 -- ARGV[5] max_depth ('' = unbounded)
+-- ARGV[6] deduplication scope: 'queue' | 'message_group' (read by send on FIFO queues)
 -- Reply: {created (0|1), uid, created_at, updated_at, config, visible, in_flight, delayed,
 --         oldest_sent_at (-1: none)}
 local now = tonumber(ARGV[1])
@@ -13,11 +14,11 @@ local created = 0
 if redis.call('EXISTS', META) == 0 then
   created = 1
   -- A new incarnation starts empty, whatever an interrupted past left behind.
-  redis.call('UNLINK', VIS, RCV, SENT, MSG, RX)
+  redis.call('UNLINK', unpack(KEYS))
   redis.call('HSET', META, 'uid', ARGV[2], 'created_at', ARGV[1], 'seq', 0, 'delivery', 0)
 end
 redis.call('HSET', META, 'config', ARGV[3], 'retention', ARGV[4], 'max_depth', ARGV[5],
-  'updated_at', ARGV[1])
+  'dedup_scope', ARGV[6], 'updated_at', ARGV[1])
 local reply = describe(now)
 reply[1] = created
 return reply

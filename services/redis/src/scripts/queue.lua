@@ -1,5 +1,6 @@
 -- Shared prelude of every queue script (scripts.rs prepends it). Each queue script takes the
--- same six KEYS, all under the queue's hash tag (one cluster slot):
+-- same KEYS, all under the queue's hash tag (one cluster slot): six for a standard queue,
+-- fifteen for a FIFO queue (which is how a script tells them apart):
 --   KEYS[1] meta  hash: uid, config (JSON), retention (ms), max_depth ('' = unbounded),
 --                 created_at, updated_at, seq (last seq issued), delivery (last delivery issued)
 --   KEYS[2] vis   zset: every message; member = 16-digit zero-padded seq, score = visible_at
@@ -8,10 +9,33 @@
 --   KEYS[5] msg   hash: member -> the immutable message (JSON: id, body, attributes, group)
 --   KEYS[6] rx    hash: member -> 'receive_count:first_received_at:delivery', where delivery is
 --                 '<counter>-<salt>' (see receive.lua)
+-- FIFO queues only:
+--   KEYS[7]  ready      zset: groups that may deliver now, score = seq of their head (oldest
+--                       head first)
+--   KEYS[8]  wait       zset: the other non-empty groups, score = ready_at
+--   KEYS[9]  group      hash: group -> ready_at, the latest visible_at of its head and of its
+--                       received messages (a group delivers only once ready_at <= now)
+--   KEYS[10] gmsg       zset: every message as '<len(group)>:<group> <member>', score 0, so
+--                       ZRANGEBYLEX lists one group's messages in seq order
+--   KEYS[11] mgrp       hash: member -> group
+--   KEYS[12] dedup      hash: deduplication key ('q:<id>', or 'g:<len>:<group> <id>' when the
+--                       scope is the message group) -> '<seq> <accepted_at> <message id>'
+--   KEYS[13] dedup-at   zset: deduplication keys, score = accepted_at (clean-up)
+--   KEYS[14] attempt    hash: receive request attempt id -> the answer it got (receive.lua)
+--   KEYS[15] attempt-at zset: attempt ids, score = when answered (clean-up)
+-- Invariants of a FIFO queue: a group is non-empty iff it is in `group`, and then it is in
+-- exactly one of `ready` and `wait`. The received messages of a group are always a prefix of
+-- its messages (a receive takes a group's messages from its head on), so ready_at is the
+-- latest visible_at over the head and that prefix.
 -- Times are epoch milliseconds. "now" always arrives in ARGV from the caller's clock: no
 -- script reads the server's clock. Every script checks that the queue exists (and whatever
 -- else it must) before it changes anything.
 local META, VIS, RCV, SENT, MSG, RX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local FIFO = #KEYS > 6
+local READY, WAIT, GROUP, GMSG, MGRP = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local DEDUP, DEDUP_AT, ATTEMPT, ATTEMPT_AT = KEYS[12], KEYS[13], KEYS[14], KEYS[15]
+-- FIFO: groups whose messages changed during this script; settle_dirty places them again.
+local dirty = {}
 
 -- Integers as exact decimal text: tostring switches to exponent form past 14 digits.
 local function int(n)
@@ -26,12 +50,111 @@ local function retention()
   return tonumber(redis.call('HGET', META, 'retention'))
 end
 
+-- FIFO: how a group's messages start in gmsg. Length-prefixed, so that no group's prefix
+-- begins another's whatever characters group ids contain.
+local function group_prefix(g)
+  return #g .. ':' .. g .. ' '
+end
+
+-- FIFO: up to `count` of a group's members in seq order, after member `after` (nil: from its
+-- head).
+local function group_members(g, after, count)
+  local p = group_prefix(g)
+  local from = '[' .. p
+  if after then
+    from = '(' .. p .. after
+  end
+  local items = redis.call('ZRANGEBYLEX', GMSG, from, '[' .. p .. ':', 'LIMIT', 0, count)
+  for i, item in ipairs(items) do
+    items[i] = string.sub(item, #p + 1)
+  end
+  return items
+end
+
+-- FIFO: records a group's ready_at and files it under ready (scored by its head's seq) or
+-- wait. Answers true when the group was not in ready before and is now (a wake-up is due).
+local function place(g, ready_at, head, now)
+  dirty[g] = nil
+  redis.call('HSET', GROUP, g, int(ready_at))
+  if ready_at <= now then
+    redis.call('ZREM', WAIT, g)
+    return redis.call('ZADD', READY, tonumber(head), g) == 1
+  end
+  redis.call('ZREM', READY, g)
+  redis.call('ZADD', WAIT, int(ready_at), g)
+  return false
+end
+
+-- FIFO: recomputes a group's ready_at from its head and received prefix and places it (or
+-- forgets it when it is empty). Costs one look per received message of the group.
+local function settle(g, now)
+  dirty[g] = nil
+  local head = group_members(g, nil, 1)[1]
+  if not head then
+    redis.call('ZREM', READY, g)
+    redis.call('ZREM', WAIT, g)
+    redis.call('HDEL', GROUP, g)
+    return false
+  end
+  local ready_at = tonumber(redis.call('ZSCORE', VIS, head))
+  local after = nil
+  local more = true
+  while more do
+    local batch = group_members(g, after, 32)
+    more = #batch == 32
+    for _, m in ipairs(batch) do
+      local at = redis.call('ZSCORE', RCV, m)
+      if not at then
+        more = false
+        break
+      end
+      ready_at = math.max(ready_at, tonumber(at))
+      after = m
+    end
+  end
+  return place(g, ready_at, head, now)
+end
+
+-- FIFO: settles every group marked dirty; true if one of them became ready.
+local function settle_dirty(now)
+  local woke = false
+  local groups = {}
+  for g in pairs(dirty) do
+    groups[#groups + 1] = g
+  end
+  for _, g in ipairs(groups) do
+    if settle(g, now) then
+      woke = true
+    end
+  end
+  return woke
+end
+
 local function remove_message(m)
   redis.call('ZREM', VIS, m)
   redis.call('ZREM', RCV, m)
   redis.call('ZREM', SENT, m)
   redis.call('HDEL', MSG, m)
   redis.call('HDEL', RX, m)
+  if FIFO then
+    local g = redis.call('HGET', MGRP, m)
+    if g then
+      redis.call('ZREM', GMSG, group_prefix(g) .. m)
+      redis.call('HDEL', MGRP, m)
+      dirty[g] = true
+    end
+  end
+end
+
+-- FIFO: removes up to `limit` records of a clean-up zset (and their hash fields) whose time is
+-- at or before `cutoff`.
+local function forget_before(hash, zset, cutoff, limit)
+  local old = redis.call('ZRANGEBYSCORE', zset, '-inf', int(cutoff), 'LIMIT', 0, limit)
+  if #old > 0 then
+    redis.call('HDEL', hash, unpack(old))
+    redis.call('ZREM', zset, unpack(old))
+  end
+  return #old
 end
 
 -- A message's receive record: count, first_received_at (numbers) and delivery (kept as text,
