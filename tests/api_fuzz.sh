@@ -16,7 +16,9 @@ if [ ! -x "$venv/bin/schemathesis" ]; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'schemathesis>=4,<5'
 fi
 schemathesis=$venv/bin/schemathesis
-binary=${SLUICE_BIN:-target/debug/sluice}
+target_dir=$(cargo metadata --format-version 1 --no-deps --locked |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+binary=${SLUICE_BIN:-$target_dir/debug/sluice}
 [ -x "$binary" ] || cargo build --locked --bin sluice
 
 work=$(mktemp -d)
