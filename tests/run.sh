@@ -24,9 +24,15 @@ fi
 # The tests start their own redis-server processes on free ports; a packaged instance that
 # the install may have started is not used.
 
-# Two cores: let cargo schedule builds, and keep test threads to a sane number.
+# Backtraces make a failure in CI readable without a rerun.
 export RUST_BACKTRACE=1
-cargo test --workspace --locked "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --locked "$@" 2>&1 | tee "$log"
 
 # Generated requests against the real binary: no 5xx, answers as the OpenAPI spec says.
 tests/api_fuzz.sh
+
+# One closing line for the whole run (the last cargo summary is the doc tests' alone).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;/) p += $(i-1); if ($i ~ /^failed;/) f += $(i-1) } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
