@@ -1,0 +1,187 @@
+//! Measurement primitives: latency histograms, medians, and what `/proc` says about a process
+//! (CPU time, resident memory). Owns nothing about queues or protocols.
+
+use anyhow::{Context, Result};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Latencies in microseconds, from 1 µs to one hour with 3 significant digits: enough for a
+/// p99.9 of a sub-millisecond request and for a message that waited out a long backlog.
+pub struct Latency(Histogram<u64>);
+
+impl Latency {
+    pub fn new() -> Self {
+        // Bounds are constants and valid; `new_with_bounds` only fails on invalid bounds.
+        Self(Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds"))
+    }
+
+    pub fn record(&mut self, d: Duration) {
+        let micros = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.0.saturating_record(micros.max(1));
+    }
+
+    pub fn record_micros(&mut self, micros: u64) {
+        self.0.saturating_record(micros.max(1));
+    }
+
+    pub fn merge(&mut self, other: &Latency) {
+        // Same bounds on both sides, so `add` cannot fail; saturate anyway rather than panic.
+        let _ = self.0.add(&other.0);
+    }
+
+    pub fn summary(&self) -> Option<Percentiles> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let ms = |v: u64| v as f64 / 1000.0;
+        Some(Percentiles {
+            count: self.0.len(),
+            p50_ms: ms(self.0.value_at_quantile(0.50)),
+            p99_ms: ms(self.0.value_at_quantile(0.99)),
+            p999_ms: ms(self.0.value_at_quantile(0.999)),
+            max_ms: ms(self.0.max()),
+        })
+    }
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The percentiles the reports quote, in milliseconds.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Percentiles {
+    pub fn short(&self) -> String {
+        format!(
+            "p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.1} ms ({} samples)",
+            self.p50_ms, self.p99_ms, self.p999_ms, self.max_ms, self.count
+        )
+    }
+}
+
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// Clock ticks per second of `/proc/<pid>/stat` times. USER_HZ is 100 on every Linux build this
+/// runs on; reading it would need libc's `sysconf`, which the workspace's `unsafe_code = forbid`
+/// rules out.
+const USER_HZ: f64 = 100.0;
+
+/// CPU seconds (user + system, all threads) a process has used so far.
+pub fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // The command name may contain spaces and parentheses: fields start after the last ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<f64> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .with_context(|| format!("field {i} of /proc/{pid}/stat"))
+    };
+    // After ')': state is index 0, utime is 11, stime is 12.
+    Ok((ticks(11)? + ticks(12)?) / USER_HZ)
+}
+
+/// `VmRSS` and `VmHWM` (peak resident set) of a process, in bytes.
+pub fn memory(pid: u32) -> Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    let field = |name: &str| -> Result<u64> {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .with_context(|| format!("{name} missing from /proc/{pid}/status"))?;
+        let kib: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("unparsable {line:?}"))?;
+        Ok(kib * 1024)
+    };
+    Ok((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// The server processes of one target (e.g. Sluice plus its redis-server), summed.
+#[derive(Clone, Debug, Default)]
+pub struct Processes(pub Vec<u32>);
+
+impl Processes {
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        if self.0.is_empty() {
+            return None;
+        }
+        self.0.iter().map(|&p| cpu_seconds(p).ok()).sum()
+    }
+
+    /// Summed VmRSS in bytes, or None when there is no process to watch or one vanished.
+    pub fn rss(&self) -> Option<u64> {
+        if self.0.is_empty() {
+            return None;
+        }
+        self.0.iter().map(|&p| memory(p).ok().map(|m| m.0)).sum()
+    }
+
+    /// Summed VmHWM: each process's own peak (peaks of different processes need not coincide).
+    pub fn hwm(&self) -> Option<u64> {
+        if self.0.is_empty() {
+            return None;
+        }
+        self.0.iter().map(|&p| memory(p).ok().map(|m| m.1)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn percentiles_of_known_samples() {
+        let mut l = Latency::new();
+        for ms in 1..=1000u64 {
+            l.record(Duration::from_millis(ms));
+        }
+        let p = l.summary().expect("samples");
+        assert_eq!(p.count, 1000);
+        assert!((p.p50_ms - 500.0).abs() < 1.0, "{}", p.p50_ms);
+        assert!((p.p99_ms - 990.0).abs() < 2.0, "{}", p.p99_ms);
+    }
+
+    #[test]
+    fn own_process_is_readable() {
+        let pid = std::process::id();
+        assert!(cpu_seconds(pid).is_ok());
+        let (rss, hwm) = memory(pid).expect("status");
+        assert!(rss > 0 && hwm >= rss);
+    }
+}
