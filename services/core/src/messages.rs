@@ -275,13 +275,22 @@ impl Services {
         })
     }
 
-    /// The answer for `message` once the engine stored it as `sent` (for a FIFO duplicate,
-    /// the original's id and sequence number).
-    fn send_result(message: &NewMessage, sent: SentMessage, fifo: bool) -> SendResult {
+    /// The digests a send answers, taken before the message moves into the engine, so the
+    /// body is never copied just to be hashed afterwards.
+    fn digests(message: &NewMessage) -> (String, Option<String>) {
+        (
+            md5_of_body(&message.body),
+            md5_of_attributes(&message.attributes),
+        )
+    }
+
+    /// The answer once the engine stored a message as `sent` (for a FIFO duplicate, the
+    /// original's id and sequence number).
+    fn send_result(digests: (String, Option<String>), sent: SentMessage, fifo: bool) -> SendResult {
         SendResult {
             message_id: sent.message_id,
-            md5_of_body: md5_of_body(&message.body),
-            md5_of_attributes: md5_of_attributes(&message.attributes),
+            md5_of_body: digests.0,
+            md5_of_attributes: digests.1,
             sequence_number: fifo.then(|| sent.seq.to_string()),
             duplicate: sent.duplicate,
         }
@@ -299,9 +308,10 @@ impl Services {
         let now = self.clock.now();
         let fifo = key.name.is_fifo();
         let message = self.prepare("", &config, fifo, request, now)?;
-        let mut answers = self.engine.send(&key, vec![message.clone()], now).await?;
+        let digests = Self::digests(&message);
+        let mut answers = self.engine.send(&key, vec![message], now).await?;
         match answers.pop() {
-            Some(Ok(sent)) => Ok(Self::send_result(&message, sent, fifo)),
+            Some(Ok(sent)) => Ok(Self::send_result(digests, sent, fifo)),
             Some(Err(rejection)) => Err(rejection.into()),
             None => Err(ServiceError::Internal(
                 "engine answered no result for a send".into(),
@@ -342,10 +352,11 @@ impl Services {
         let mut successful = Vec::new();
         if !accepted.is_empty() {
             let (ids, messages): (Vec<String>, Vec<NewMessage>) = accepted.into_iter().unzip();
-            let answers = self.engine.send(&key, messages.clone(), now).await?;
-            for ((id, message), answer) in ids.into_iter().zip(&messages).zip(answers) {
+            let digests: Vec<_> = messages.iter().map(Self::digests).collect();
+            let answers = self.engine.send(&key, messages, now).await?;
+            for ((id, digests), answer) in ids.into_iter().zip(digests).zip(answers) {
                 match answer {
-                    Ok(sent) => successful.push((id, Self::send_result(message, sent, fifo))),
+                    Ok(sent) => successful.push((id, Self::send_result(digests, sent, fifo))),
                     Err(rejection) => failed.push(BatchFailure {
                         id,
                         error: rejection.into(),
