@@ -68,7 +68,7 @@ pub struct Claims {
     /// The tenant the token acts for (absent on admin-only tokens).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
-    /// Space-separated scopes.
+    /// Scopes separated by ASCII spaces (see [`parse_scopes`]).
     #[serde(default)]
     pub scope: String,
     /// Expiry, seconds since the epoch.
@@ -79,9 +79,30 @@ pub struct Claims {
     /// Issuer, when configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iss: Option<String>,
-    /// Audience, when configured.
+    /// Audience, when configured: one string or an array of them (RFC 7519, 4.1.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aud: Option<String>,
+    pub aud: Option<Audience>,
+    /// Not before, seconds since the epoch; a token is refused until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<u64>,
+}
+
+/// The `aud` claim: RFC 7519 allows a single string or an array of strings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Audience {
+    /// `"aud": "sluice"`.
+    One(String),
+    /// `"aud": ["sluice", "other"]`.
+    Many(Vec<String>),
+}
+
+/// The scopes a `scope` claim grants. OAuth (RFC 6749, 3.3) separates scope tokens with the
+/// ASCII space alone: splitting on any other whitespace would let `"messages:send\u{a0}admin"`
+/// (a single unknown scope to every other OAuth party) grant `admin` here. Unknown names are
+/// ignored, as OAuth scopes usually are.
+pub fn parse_scopes(claim: &str) -> Vec<Scope> {
+    claim.split(' ').filter_map(Scope::parse).collect()
 }
 
 /// How tokens are verified (and minted).
@@ -134,7 +155,17 @@ impl Auth {
             }
         };
         let mut validation = Validation::new(algorithm);
-        validation.set_required_spec_claims(&["exp"]);
+        // A configured issuer or audience is required, not merely checked when present: a
+        // token minted for another service without them must not pass.
+        let mut required = vec!["exp"];
+        if issuer.is_some() {
+            required.push("iss");
+        }
+        if audience.is_some() {
+            required.push("aud");
+        }
+        validation.set_required_spec_claims(&required);
+        validation.validate_nbf = true;
         validation.leeway = 0;
         match &issuer {
             Some(iss) => validation.set_issuer(&[iss]),
@@ -154,7 +185,8 @@ impl Auth {
         })
     }
 
-    /// Verifies a token: signature with the pinned algorithm, expiry, issuer and audience.
+    /// Verifies a token: signature with the pinned algorithm, expiry, not-before, and the
+    /// configured issuer and audience (both required when configured).
     pub fn verify(&self, token: &str) -> Result<Claims, ApiError> {
         jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
             .map(|data| data.claims)
@@ -167,7 +199,8 @@ impl Auth {
     }
 
     /// Mints a token for `tenant` (none for admin tokens) with `scopes`, valid `ttl_seconds`
-    /// from `now_seconds`.
+    /// from `now_seconds`. A token with both a tenant and `admin` is refused: admin tokens name
+    /// no tenant.
     pub fn mint(
         &self,
         tenant: Option<&TenantId>,
@@ -179,6 +212,12 @@ impl Auth {
             .encoding
             .as_ref()
             .ok_or("this server verifies tokens with a public key and cannot mint them")?;
+        if tenant.is_some() && scopes.contains(&Scope::Admin) {
+            return Err(
+                "scopes: admin cannot be combined with a tenant; admin tokens name no tenant"
+                    .into(),
+            );
+        }
         let claims = Claims {
             tenant: tenant.map(|t| t.as_str().to_owned()),
             scope: scopes
@@ -189,7 +228,8 @@ impl Auth {
             exp: now_seconds + ttl_seconds,
             iat: Some(now_seconds),
             iss: self.issuer.clone(),
-            aud: self.audience.clone(),
+            aud: self.audience.clone().map(Audience::One),
+            nbf: None,
         };
         jsonwebtoken::encode(&Header::new(self.algorithm), &claims, key).map_err(|e| e.to_string())
     }
@@ -260,12 +300,7 @@ impl FromRequestParts<AppState> for Caller {
                 )
             })?;
         let claims = state.auth.verify(token)?;
-        // Unknown scope names are ignored, as OAuth scopes usually are.
-        let scopes: Vec<Scope> = claims
-            .scope
-            .split_whitespace()
-            .filter_map(Scope::parse)
-            .collect();
+        let scopes = parse_scopes(&claims.scope);
         let tenant = match claims.tenant.as_deref() {
             Some(id) => Some(TenantId::parse(id).map_err(|e| {
                 ApiError::Unauthenticated(format!("the token's tenant claim is invalid: {e}"))

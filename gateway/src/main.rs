@@ -89,7 +89,9 @@ fn token(args: &TokenArgs) -> Result<(), String> {
         settings.audience.clone(),
     )?;
     let mut scopes = Vec::new();
-    for name in args.scopes.split_whitespace() {
+    // The server splits the claim on ASCII spaces only; split the same way so that what is
+    // refused here is exactly what the server would not grant.
+    for name in args.scopes.split(' ').filter(|name| !name.is_empty()) {
         scopes.push(Scope::parse(name).ok_or_else(|| format!("scopes: unknown scope {name:?}"))?);
     }
     let tenant = match &args.tenant {
@@ -98,6 +100,12 @@ fn token(args: &TokenArgs) -> Result<(), String> {
     };
     if tenant.is_none() && !scopes.contains(&Scope::Admin) {
         return Err("tenant: a token without --tenant must carry the admin scope".into());
+    }
+    if tenant.is_some() && scopes.contains(&Scope::Admin) {
+        return Err(
+            "scopes: admin cannot be combined with --tenant (admin tokens name no tenant; omit --tenant for an admin token)"
+                .into(),
+        );
     }
     println!(
         "{}",

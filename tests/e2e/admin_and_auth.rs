@@ -499,3 +499,188 @@ async fn eddsa_public_key_verification_pins_the_algorithm() {
         "Conflict",
     );
 }
+
+/// Signs `claims` with [`SECRET`] (HS256).
+fn signed(claims: Value) -> String {
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()).unwrap(),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_configured_issuer_and_audience_are_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_in(
+        dir.path(),
+        &[
+            "--jwt-secret",
+            SECRET,
+            "--jwt-issuer",
+            "https://issuer.example",
+            "--jwt-audience",
+            "sluice",
+        ],
+    );
+    let exp = now_seconds() + 3600;
+    let claims = |extra: Value| {
+        let mut claims = json!({"tenant": "acme", "scope": "queues:manage", "exp": exp});
+        for (key, value) in extra.as_object().unwrap() {
+            claims[key] = value.clone();
+        }
+        signed(claims)
+    };
+    let iss = "https://issuer.example";
+    for (name, bad) in [
+        ("neither iss nor aud", claims(json!({}))),
+        ("no iss", claims(json!({"aud": "sluice"}))),
+        ("no aud", claims(json!({"iss": iss}))),
+        ("wrong iss", claims(json!({"iss": "evil", "aud": "sluice"}))),
+        ("wrong aud", claims(json!({"iss": iss, "aud": "other"}))),
+        (
+            "aud array without ours",
+            claims(json!({"iss": iss, "aud": ["other", "more"]})),
+        ),
+    ] {
+        let answer = server.call(Method::GET, "/v1/queues", &bad, None).await;
+        assert_eq!(answer.0, 401, "{name}: {}", answer.1);
+        assert_error(&answer, 401, "Unauthenticated");
+    }
+    for (name, good) in [
+        ("aud string", claims(json!({"iss": iss, "aud": "sluice"}))),
+        (
+            "aud array",
+            claims(json!({"iss": iss, "aud": ["other", "sluice"]})),
+        ),
+    ] {
+        let answer = server.call(Method::GET, "/v1/queues", &good, None).await;
+        assert_eq!(answer.0, 200, "{name}: {}", answer.1);
+    }
+}
+
+#[tokio::test]
+async fn a_token_is_refused_before_its_nbf() {
+    let server = Server::start();
+    let now = now_seconds();
+    let with_nbf = |nbf: u64| {
+        signed(json!({"tenant": "acme", "scope": "queues:manage", "exp": now + 3600, "nbf": nbf}))
+    };
+    assert_error(
+        &server
+            .call(Method::GET, "/v1/queues", &with_nbf(now + 600), None)
+            .await,
+        401,
+        "Unauthenticated",
+    );
+    let (status, answer) = server
+        .call(Method::GET, "/v1/queues", &with_nbf(now - 10), None)
+        .await;
+    assert_eq!(status, 200, "{answer}");
+}
+
+#[tokio::test]
+async fn scopes_are_split_on_ascii_spaces_only() {
+    let server = Server::start();
+    let tenant_setup = tenant_token("acme");
+    assert_eq!(
+        server
+            .call(Method::PUT, "/v1/queues/q", &tenant_setup, None)
+            .await
+            .0,
+        201
+    );
+    // A no-break space (or a tab) is part of a scope name: "messages:send\u{a0}admin" is one
+    // unknown scope, granting neither admin nor sending.
+    for joiner in ['\u{a0}', '\t', '\u{2003}'] {
+        let sneaky = token(Some("acme"), &format!("messages:send{joiner}admin"));
+        assert_error(
+            &server
+                .call(Method::GET, "/v1/admin/tenants", &sneaky, None)
+                .await,
+            403,
+            "Forbidden",
+        );
+        assert_error(
+            &server
+                .call(
+                    Method::POST,
+                    "/v1/queues/q/messages",
+                    &sneaky,
+                    Some(json!({"body": "x"})),
+                )
+                .await,
+            403,
+            "Forbidden",
+        );
+        // Without a tenant, the unknown scope is not admin either.
+        let admin_only = token(None, &format!("messages:send{joiner}admin"));
+        assert_error(
+            &server
+                .call(Method::GET, "/v1/admin/tenants", &admin_only, None)
+                .await,
+            401,
+            "Unauthenticated",
+        );
+    }
+    // Single ASCII spaces separate scopes.
+    let both = token(Some("acme"), "queues:manage messages:send");
+    let (status, answer) = server
+        .call(
+            Method::POST,
+            "/v1/queues/q/messages",
+            &both,
+            Some(json!({"body": "x"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{answer}");
+}
+
+fn sluice_token(args: &[&str]) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    Command::new(crate::harness::binary())
+        .arg("token")
+        .args(["--jwt-secret", SECRET, "--data-dir"])
+        .arg(dir.path())
+        .args(args)
+        .env_remove("SLUICE_CONFIG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn sluice_token_refuses_a_tenant_with_admin_and_unknown_scopes() {
+    let both = sluice_token(&["--tenant", "acme", "--scopes", "admin"]);
+    assert!(!both.status.success());
+    assert!(both.stdout.is_empty(), "no token printed");
+    let stderr = String::from_utf8_lossy(&both.stderr);
+    assert!(
+        stderr.contains("admin cannot be combined with --tenant"),
+        "{stderr}"
+    );
+    let mixed = sluice_token(&["--tenant", "acme", "--scopes", "queues:manage admin"]);
+    assert!(!mixed.status.success());
+    // The CLI splits as the server does: a no-break space does not separate scopes.
+    let sneaky = sluice_token(&["--tenant", "acme", "--scopes", "messages:send\u{a0}admin"]);
+    assert!(!sneaky.status.success());
+    let stderr = String::from_utf8_lossy(&sneaky.stderr);
+    assert!(stderr.contains("unknown scope"), "{stderr}");
+    // What remains possible: a tenant token, and an admin token without a tenant.
+    for ok in [
+        &[
+            "--tenant",
+            "acme",
+            "--scopes",
+            "queues:manage messages:send",
+        ][..],
+        &["--scopes", "admin"][..],
+    ] {
+        let output = sluice_token(ok);
+        assert!(
+            output.status.success(),
+            "{ok:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
