@@ -99,7 +99,28 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         self.classify().1
     }
+
+    /// The message the client sees. An internal error's text (store paths, addresses, engine
+    /// details) is for operators, not callers: they get a generic message and the request id,
+    /// and [`ApiError::log`] writes the cause under the same id.
+    pub fn public_message(&self) -> String {
+        match self {
+            ApiError::Service(ServiceError::Internal(_)) => INTERNAL_MESSAGE.to_owned(),
+            other => other.to_string(),
+        }
+    }
+
+    /// Logs a server-side failure (5xx) with the request id, so an operator can find the cause
+    /// of the answer a caller reports.
+    pub fn log(&self, request_id: &str) {
+        if self.classify().0.is_server_error() {
+            tracing::error!(request_id, error = %self, "request failed");
+        }
+    }
 }
+
+/// What a 500 answer says instead of the internal error's text.
+const INTERNAL_MESSAGE: &str = "internal error; the server logged its cause under this request_id";
 
 /// The id of the request being served, or a fresh one outside a request.
 pub fn current_request_id() -> String {
@@ -111,14 +132,13 @@ pub fn current_request_id() -> String {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, retry) = self.classify();
-        if status.is_server_error() {
-            tracing::error!(error = %self, "request failed");
-        }
+        let request_id = current_request_id();
+        self.log(&request_id);
         let body = ErrorBody {
             error: ErrorDetail {
                 code: code.to_owned(),
-                message: self.to_string(),
-                request_id: current_request_id(),
+                message: self.public_message(),
+                request_id,
             },
         };
         let mut response = (status, axum::Json(body)).into_response();
@@ -128,5 +148,78 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    /// Collects what the fmt subscriber writes.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    async fn render(error: ApiError, request_id: &str) -> (StatusCode, serde_json::Value, String) {
+        let logs = Captured::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let response = tracing::subscriber::with_default(subscriber, || {
+            REQUEST_ID.sync_scope(request_id.to_owned(), || error.into_response())
+        });
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap(), logged)
+    }
+
+    #[tokio::test]
+    async fn a_500_answers_a_generic_message_and_logs_the_cause_with_the_request_id() {
+        let cause = "redb: /var/lib/sluice/data/store.redb: Input/output error (os error 5)";
+        let (status, body, logged) = render(
+            ApiError::Service(ServiceError::Internal(cause.into())),
+            "req-500",
+        )
+        .await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(body["error"]["code"], "Internal");
+        assert_eq!(body["error"]["request_id"], "req-500");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(!message.contains("redb"), "{message}");
+        assert!(!message.contains("/var/lib"), "{message}");
+        assert_eq!(message, INTERNAL_MESSAGE);
+        assert!(logged.contains(cause), "{logged}");
+        assert!(logged.contains("req-500"), "{logged}");
+    }
+
+    #[tokio::test]
+    async fn client_errors_keep_their_message_and_are_not_logged() {
+        let (status, body, logged) = render(
+            ApiError::Service(ServiceError::invalid("limit", "must be between 1 and 1000")),
+            "req-400",
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            body["error"]["message"],
+            "limit: must be between 1 and 1000"
+        );
+        assert!(logged.is_empty(), "{logged}");
     }
 }

@@ -7,14 +7,16 @@ pub mod ops;
 pub mod queues;
 
 use crate::dto::BatchFailureOutput;
-use crate::error::ApiError;
+use crate::error::{current_request_id, ApiError};
 use sluice_services::BatchFailure;
 
+/// A failed batch entry as the client sees it: an internal error's text is logged, not sent.
 pub(crate) fn failure_output(failure: BatchFailure) -> BatchFailureOutput {
     let error = ApiError::Service(failure.error);
+    error.log(&current_request_id());
     BatchFailureOutput {
         id: failure.id,
         code: error.code().to_owned(),
-        message: error.to_string(),
+        message: error.public_message(),
     }
 }
