@@ -1,5 +1,6 @@
 //! Request extractors whose failures answer in our error shape: JSON bodies (media type, size
-//! limit enforced before buffering, malformed versus invalid), path and query parameters.
+//! limit enforced before buffering, malformed versus invalid, duplicate keys refused at every
+//! depth), path and query parameters.
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -85,13 +86,17 @@ where
     }
 }
 
-/// Syntax errors are `MalformedRequest`; well-formed JSON of the wrong shape is a
-/// `ValidationError` naming the field by its path.
+/// Syntax errors are `MalformedRequest`; well-formed JSON of the wrong shape, or with a key
+/// repeated in one object, is a `ValidationError` naming the field by its path.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // Parsing to a value first tells malformed JSON from JSON of the wrong shape even where
     // serde would stop at a type error before reaching the syntax error.
-    let value: serde_json::Value = serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::Malformed(format!("the body is not valid JSON: {e}")))?;
+    let value = strict::from_slice(bytes).map_err(|error| match error {
+        strict::Error::Duplicate(path) => ApiError::Service(
+            sluice_services::ServiceError::invalid(path, "this key appears twice in its object"),
+        ),
+        strict::Error::Syntax(e) => ApiError::Malformed(format!("the body is not valid JSON: {e}")),
+    })?;
     if !value.is_object() {
         return Err(ApiError::Service(sluice_services::ServiceError::invalid(
             "body",
@@ -100,19 +105,20 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     }
     serde_path_to_error::deserialize(value).map_err(|error| {
         let path = error.path().to_string();
-        validation_error(&path, &error.into_inner().to_string())
+        validation_error(&path, &error.into_inner().to_string(), "body")
     })
 }
 
 /// Builds a validation error whose field is the JSON path, completed with the field serde
-/// names in "unknown field `x`" or "missing field `x`".
-fn validation_error(path: &str, message: &str) -> ApiError {
+/// names in "unknown field `x`", "missing field `x`" or "duplicate field `x`"; `whole` names
+/// the input when neither says more.
+fn validation_error(path: &str, message: &str, whole: &str) -> ApiError {
     let message = message
         .split(" at line ")
         .next()
         .unwrap_or(message)
         .to_owned();
-    let named = ["unknown field `", "missing field `"]
+    let named = ["unknown field `", "missing field `", "duplicate field `"]
         .iter()
         .find_map(|prefix| message.strip_prefix(prefix))
         .and_then(|rest| rest.split('`').next());
@@ -123,7 +129,7 @@ fn validation_error(path: &str, message: &str) -> ApiError {
         }
         ("", Some(name)) => name.to_owned(),
         (base, Some(name)) => format!("{base}.{name}"),
-        ("", None) => "body".to_owned(),
+        ("", None) => whole.to_owned(),
         (base, None) => base.to_owned(),
     };
     ApiError::Service(sluice_services::ServiceError::invalid(field, message))
@@ -165,7 +171,218 @@ where
             .map(Query)
             .map_err(|error| {
                 let path = error.path().to_string();
-                validation_error(&path, &error.into_inner().to_string())
+                validation_error(&path, &error.into_inner().to_string(), "query")
             })
+    }
+}
+
+/// Reading JSON into a [`serde_json::Value`] while refusing a key repeated within one object.
+/// `serde_json` keeps the last of repeated keys silently, so `{"body": "a", "body": "b"}` or two
+/// `attributes` of one name would be read as whatever the last one says, while another parser
+/// in front of us (a proxy, a signature check, an audit log) may have read the first.
+mod strict {
+    use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+    use serde_json::{Map, Number, Value};
+    use std::cell::RefCell;
+    use std::fmt;
+
+    /// Why the bytes could not be read.
+    pub enum Error {
+        /// Not JSON.
+        Syntax(serde_json::Error),
+        /// A key appears twice in one object; the path to it, as `entries[0].attributes.a`.
+        Duplicate(String),
+    }
+
+    enum Segment {
+        Key(String),
+        Index(usize),
+    }
+
+    /// Parses `bytes` as one JSON value, refusing duplicate keys at any depth.
+    pub fn from_slice(bytes: &[u8]) -> Result<Value, Error> {
+        // On a duplicate the innermost visitor records the key and each enclosing one adds its
+        // own key or index while the error unwinds: the happy path builds no path at all.
+        let duplicate = RefCell::new(None);
+        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+        let parsed = Strict(&duplicate)
+            .deserialize(&mut deserializer)
+            .and_then(|value| deserializer.end().map(|()| value));
+        match (parsed, duplicate.into_inner()) {
+            (Ok(value), _) => Ok(value),
+            (Err(_), Some(mut segments)) => {
+                segments.reverse();
+                Err(Error::Duplicate(render(&segments)))
+            }
+            (Err(e), None) => Err(Error::Syntax(e)),
+        }
+    }
+
+    fn render(segments: &[Segment]) -> String {
+        let mut path = String::new();
+        for segment in segments {
+            match segment {
+                Segment::Key(key) => {
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(key);
+                }
+                Segment::Index(index) => path.push_str(&format!("[{index}]")),
+            }
+        }
+        path
+    }
+
+    /// The innermost segment first; `None` until a duplicate is found.
+    type Found = RefCell<Option<Vec<Segment>>>;
+
+    struct Strict<'a>(&'a Found);
+
+    impl Strict<'_> {
+        fn unwinding(&self, segment: Segment) {
+            if let Some(segments) = self.0.borrow_mut().as_mut() {
+                segments.push(segment);
+            }
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Strict<'_> {
+        type Value = Value;
+
+        fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+            deserializer.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Strict<'_> {
+        type Value = Value;
+
+        fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+            formatter.write_str("any JSON value")
+        }
+
+        fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+            Ok(Value::Bool(value))
+        }
+
+        fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+            Ok(Value::Number(value.into()))
+        }
+
+        fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+            Ok(Value::Number(value.into()))
+        }
+
+        fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+            Ok(Number::from_f64(value).map_or(Value::Null, Value::Number))
+        }
+
+        fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+            Ok(Value::String(value.to_owned()))
+        }
+
+        fn visit_string<E>(self, value: String) -> Result<Value, E> {
+            Ok(Value::String(value))
+        }
+
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+
+        fn visit_none<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+
+        fn visit_some<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+            self.deserialize(deserializer)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+            loop {
+                match seq.next_element_seed(Strict(self.0)) {
+                    Ok(Some(item)) => items.push(item),
+                    Ok(None) => return Ok(Value::Array(items)),
+                    Err(e) => {
+                        self.unwinding(Segment::Index(items.len()));
+                        return Err(e);
+                    }
+                }
+            }
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+            let mut map = Map::new();
+            while let Some(key) = access.next_key::<String>()? {
+                if map.contains_key(&key) {
+                    *self.0.borrow_mut() = Some(vec![Segment::Key(key)]);
+                    return Err(de::Error::custom("duplicate key"));
+                }
+                match access.next_value_seed(Strict(self.0)) {
+                    Ok(value) => {
+                        map.insert(key, value);
+                    }
+                    Err(e) => {
+                        self.unwinding(Segment::Key(key));
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(Value::Object(map))
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn duplicate(text: &str) -> Option<String> {
+            match from_slice(text.as_bytes()) {
+                Err(Error::Duplicate(path)) => Some(path),
+                Err(Error::Syntax(e)) => panic!("{text}: {e}"),
+                Ok(_) => None,
+            }
+        }
+
+        #[test]
+        fn duplicates_are_found_at_any_depth_and_named_by_path() {
+            assert_eq!(duplicate(r#"{"a": 1, "a": 2}"#).as_deref(), Some("a"));
+            assert_eq!(
+                duplicate(r#"{"entries": [{"id": "x"}, {"id": "y", "body": "", "id": "z"}]}"#)
+                    .as_deref(),
+                Some("entries[1].id")
+            );
+            assert_eq!(
+                duplicate(r#"{"attributes": {"k": {"type": "String", "value": "v"}, "k": {}}}"#)
+                    .as_deref(),
+                Some("attributes.k")
+            );
+            assert_eq!(
+                duplicate(r#"[[{"x": 1, "x": 1}]]"#).as_deref(),
+                Some("[0][0].x")
+            );
+            // The same key in sibling objects is no duplicate; escapes are decoded first.
+            assert_eq!(duplicate(r#"{"a": {"k": 1}, "b": {"k": 1}}"#), None);
+            assert_eq!(duplicate(r#"{"k": 1, "\u006b": 2}"#).as_deref(), Some("k"));
+        }
+
+        #[test]
+        fn values_read_as_serde_json_reads_them() {
+            let text = r#"{"s": "x\n", "n": -1, "u": 18446744073709551615, "f": 1.5, "b": true,
+                "z": null, "a": [1, {"k": []}], "o": {}}"#;
+            let strict = match from_slice(text.as_bytes()) {
+                Ok(value) => value,
+                Err(_) => panic!("valid JSON"),
+            };
+            let plain: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(strict, plain);
+            for bad in ["", "{", r#"{"a": 1} x"#, "[1,]", "1e999"] {
+                assert!(
+                    matches!(from_slice(bad.as_bytes()), Err(Error::Syntax(_))),
+                    "{bad}"
+                );
+            }
+        }
     }
 }

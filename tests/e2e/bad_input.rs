@@ -240,3 +240,126 @@ fn futures_body(size: usize) -> reqwest::Body {
     );
     reqwest::Body::wrap_stream(stream)
 }
+
+#[tokio::test]
+async fn repeated_keys_and_parameters_are_refused_naming_them() {
+    let server = Server::start();
+    let t = tenant_token("acme");
+    server.call(Method::PUT, "/v1/queues/q", &t, None).await;
+    let before = stats(&server, &t).await;
+    let string = r#"{"type": "String", "value": "v"}"#;
+    let cases: Vec<(Method, &str, String, &str)> = vec![
+        (
+            Method::POST,
+            "/v1/queues/q/messages",
+            r#"{"body": "a", "body": "b"}"#.into(),
+            "body",
+        ),
+        (
+            Method::POST,
+            "/v1/queues/q/messages",
+            format!(r#"{{"body": "x", "attributes": {{"k": {string}, "k": {string}}}}}"#),
+            "attributes.k",
+        ),
+        (
+            Method::POST,
+            "/v1/queues/q/messages",
+            r#"{"body": "x", "attributes": {"k": {"type": "String", "value": "a", "value": "b"}}}"#
+                .into(),
+            "attributes.k.value",
+        ),
+        (
+            Method::POST,
+            "/v1/queues/q/messages/batch",
+            r#"{"entries": [{"id": "a", "body": "x"}, {"id": "b", "body": "x", "id": "c"}]}"#
+                .into(),
+            "entries[1].id",
+        ),
+        (
+            Method::PATCH,
+            "/v1/queues/q",
+            r#"{"visibility_timeout_seconds": 5, "visibility_timeout_seconds": 6}"#.into(),
+            "visibility_timeout_seconds",
+        ),
+        (
+            Method::PATCH,
+            "/v1/queues/q",
+            r#"{"tags": {"team": "a", "team": "b"}}"#.into(),
+            "tags.team",
+        ),
+        (
+            Method::PUT,
+            "/v1/queues/other",
+            r#"{"tags": {"team": "a", "team": "b"}}"#.into(),
+            "tags.team",
+        ),
+    ];
+    for (method, path, raw, field) in cases {
+        let response = server
+            .request(method.clone(), path, &t)
+            .header("content-type", "application/json")
+            .body(raw.clone())
+            .send()
+            .await
+            .unwrap();
+        let answer = crate::harness::decode(response).await;
+        assert_error(&answer, 400, "ValidationError");
+        let message = answer.1["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("{field}: ")),
+            "{method} {path} {raw}: {message:?} should name {field}"
+        );
+        assert_eq!(stats(&server, &t).await, before, "{method} {path} {raw}");
+    }
+    // A repeated query parameter is named, not reported as the body.
+    let answer = server
+        .call(Method::GET, "/v1/queues?limit=1&limit=2", &t, None)
+        .await;
+    assert_error(&answer, 400, "ValidationError");
+    let message = answer.1["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("limit: "), "{message}");
+    let (_, list) = server.call(Method::GET, "/v1/queues", &t, None).await;
+    assert_eq!(
+        list["queues"].as_array().unwrap().len(),
+        1,
+        "no queue created"
+    );
+}
+
+#[tokio::test]
+async fn number_attributes_follow_sqs_precision_and_range() {
+    let server = Server::start();
+    let t = tenant_token("acme");
+    server.call(Method::PUT, "/v1/queues/q", &t, None).await;
+    let before = stats(&server, &t).await;
+    let send = |value: String| {
+        let body = json!({"body": "x", "attributes": {"n": {"type": "Number", "value": value}}});
+        server.call(Method::POST, "/v1/queues/q/messages", &t, Some(body))
+    };
+    for bad in [
+        format!("1{}", "2".repeat(38)),
+        format!("-0.000{}", "9".repeat(39)),
+        "1".repeat(100_000),
+        "1e127".into(),
+        "1e-129".into(),
+    ] {
+        let answer = send(bad.clone()).await;
+        assert_error(&answer, 400, "ValidationError");
+        let message = answer.1["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("attributes.n.value: "),
+            "{}: {message}",
+            &bad[..bad.len().min(50)]
+        );
+        assert_eq!(stats(&server, &t).await, before);
+    }
+    for good in [
+        "2".repeat(38),
+        format!("-0.000{}", "9".repeat(38)),
+        "1e126".into(),
+        "-1e-128".into(),
+    ] {
+        let (status, answer) = send(good.clone()).await;
+        assert_eq!(status, 201, "{good}: {answer}");
+    }
+}

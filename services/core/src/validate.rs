@@ -121,12 +121,7 @@ pub fn validate_attributes(
                 .map_err(|_| ServiceError::invalid(format!("{here}.value"), "must be base64"))?
                 .len(),
             "Number" => {
-                if !is_decimal_number(&attribute.value) {
-                    return Err(ServiceError::invalid(
-                        format!("{here}.value"),
-                        "must be a decimal number (optional sign, digits, optional fraction and exponent)",
-                    ));
-                }
+                validate_number(&format!("{here}.value"), &attribute.value)?;
                 attribute.value.len()
             }
             _ => {
@@ -164,39 +159,130 @@ fn validate_attribute_name(field: &str, name: &str) -> Result<(), ServiceError> 
     }
 }
 
-/// Optional sign, digits with an optional fraction (or a fraction alone), optional exponent.
-fn is_decimal_number(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    if matches!(bytes.first(), Some(b'+' | b'-')) {
-        i += 1;
-    }
-    let digits = |i: &mut usize| {
-        let start = *i;
-        while *i < bytes.len() && bytes[*i].is_ascii_digit() {
-            *i += 1;
-        }
-        *i - start
+/// Most significant digits of a `Number` attribute (SQS's rule).
+const MAX_NUMBER_DIGITS: usize = 38;
+/// The smallest and largest magnitudes of a non-zero `Number`, as powers of ten (SQS's rule).
+const MIN_NUMBER_EXPONENT: i64 = -128;
+const MAX_NUMBER_EXPONENT: i64 = 126;
+
+/// SQS's rule for `Number` values: a decimal number with up to 38 digits of precision whose
+/// magnitude, unless zero, lies between 10^-128 and 10^126. Digits of precision are counted as
+/// written, like Java's `BigDecimal::precision`: leading zeros do not count, trailing zeros do
+/// (`1.50` has three), since they state a precision; `1e38` is the way to write a large round
+/// number.
+fn validate_number(field: &str, text: &str) -> Result<(), ServiceError> {
+    let Some(number) = DecimalNumber::parse(text) else {
+        return Err(ServiceError::invalid(
+            field,
+            "must be a decimal number (optional sign, digits, optional fraction and exponent)",
+        ));
     };
-    let whole = digits(&mut i);
-    let mut fraction = 0;
-    if i < bytes.len() && bytes[i] == b'.' {
-        i += 1;
-        fraction = digits(&mut i);
+    if number.significant_digits > MAX_NUMBER_DIGITS {
+        return Err(ServiceError::invalid(
+            field,
+            format!(
+                "a Number has at most {MAX_NUMBER_DIGITS} significant digits, this one has {}",
+                number.significant_digits
+            ),
+        ));
     }
-    if whole + fraction == 0 {
-        return false;
+    if let Some(magnitude) = number.magnitude {
+        let too_large = magnitude > MAX_NUMBER_EXPONENT
+            || (magnitude == MAX_NUMBER_EXPONENT && !number.is_power_of_ten);
+        if magnitude < MIN_NUMBER_EXPONENT || too_large {
+            return Err(ServiceError::invalid(
+                field,
+                format!("a Number lies between 10^{MIN_NUMBER_EXPONENT} and 10^{MAX_NUMBER_EXPONENT} in magnitude (or is zero)"),
+            ));
+        }
     }
-    if i < bytes.len() && matches!(bytes[i], b'e' | b'E') {
-        i += 1;
-        if i < bytes.len() && matches!(bytes[i], b'+' | b'-') {
+    Ok(())
+}
+
+/// What the Number rule needs to know of a decimal number.
+#[derive(Debug, PartialEq, Eq)]
+struct DecimalNumber {
+    /// Digits from the first non-zero one to the last one written (1 for zero).
+    significant_digits: usize,
+    /// `floor(log10(|x|))`, the power of ten of the first significant digit; `None` for zero.
+    magnitude: Option<i64>,
+    /// Whether `|x|` is exactly a power of ten (a 1 followed only by zeros).
+    is_power_of_ten: bool,
+}
+
+impl DecimalNumber {
+    /// Optional sign, digits with an optional fraction (or a fraction alone), optional
+    /// exponent; `None` for anything else.
+    fn parse(text: &str) -> Option<DecimalNumber> {
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        if matches!(bytes.first(), Some(b'+' | b'-')) {
             i += 1;
         }
-        if digits(&mut i) == 0 {
-            return false;
+        let digits = |i: &mut usize| {
+            let start = *i;
+            while *i < bytes.len() && bytes[*i].is_ascii_digit() {
+                *i += 1;
+            }
+            &bytes[start..*i]
+        };
+        let whole = digits(&mut i);
+        let mut fraction: &[u8] = &[];
+        if i < bytes.len() && bytes[i] == b'.' {
+            i += 1;
+            fraction = digits(&mut i);
         }
+        if whole.is_empty() && fraction.is_empty() {
+            return None;
+        }
+        let mut exponent: i64 = 0;
+        if i < bytes.len() && matches!(bytes[i], b'e' | b'E') {
+            i += 1;
+            let negative = match bytes.get(i) {
+                Some(b'-') => {
+                    i += 1;
+                    true
+                }
+                Some(b'+') => {
+                    i += 1;
+                    false
+                }
+                _ => false,
+            };
+            let written = digits(&mut i);
+            if written.is_empty() {
+                return None;
+            }
+            // Saturating: any exponent this large is out of range whatever the digits say,
+            // and a long run of exponent digits must not overflow.
+            for digit in written {
+                exponent = (exponent * 10 + i64::from(digit - b'0')).min(1 << 40);
+            }
+            if negative {
+                exponent = -exponent;
+            }
+        }
+        if i != bytes.len() {
+            return None;
+        }
+        // The digits as one run; the decimal point sits after `whole.len()` of them.
+        let all = || whole.iter().chain(fraction);
+        let Some(first) = all().position(|&d| d != b'0') else {
+            return Some(DecimalNumber {
+                significant_digits: 1,
+                magnitude: None,
+                is_power_of_ten: false,
+            });
+        };
+        let total = whole.len() + fraction.len();
+        let point = whole.len() as i64;
+        Some(DecimalNumber {
+            significant_digits: total - first,
+            magnitude: Some(point - 1 - first as i64 + exponent),
+            is_power_of_ten: all().nth(first) == Some(&b'1')
+                && all().skip(first + 1).all(|&d| d == b'0'),
+        })
     }
-    i == bytes.len()
 }
 
 /// SQS's rule for group and deduplication ids: 1–128 of letters, digits and punctuation.
@@ -243,10 +329,72 @@ mod tests {
     #[test]
     fn numbers_are_decimal() {
         for ok in ["0", "-1", "+2.5", ".5", "5.", "1e10", "-1.5E-3"] {
-            assert!(is_decimal_number(ok), "{ok}");
+            assert!(DecimalNumber::parse(ok).is_some(), "{ok}");
         }
-        for bad in ["", "-", ".", "NaN", "inf", "1e", "1.2.3", "0x10", "1 "] {
-            assert!(!is_decimal_number(bad), "{bad}");
+        for bad in [
+            "", "-", ".", "NaN", "inf", "1e", "1.2.3", "0x10", "1 ", "1e+", "--1",
+        ] {
+            assert!(DecimalNumber::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn numbers_count_significant_digits_and_magnitude() {
+        let parsed = |text: &str| DecimalNumber::parse(text).unwrap();
+        assert_eq!(parsed("000123.4500").significant_digits, 7);
+        assert_eq!(parsed("000123.4500").magnitude, Some(2));
+        assert_eq!(parsed("0.00012").magnitude, Some(-4));
+        assert_eq!(parsed("0.00012").significant_digits, 2);
+        assert_eq!(parsed("12e-3").magnitude, Some(-2));
+        assert_eq!(parsed("-0.000").magnitude, None);
+        assert_eq!(parsed("-0.000").significant_digits, 1);
+        assert!(parsed("1000").is_power_of_ten);
+        assert!(!parsed("1001").is_power_of_ten);
+        assert!(parsed("0.01e128").is_power_of_ten);
+    }
+
+    #[test]
+    fn numbers_follow_sqs_precision_and_range() {
+        let field = |text: &str| match validate_number("n", text) {
+            Ok(()) => None,
+            Err(ServiceError::Validation { field, message }) => Some(format!("{field}: {message}")),
+            Err(other) => panic!("{other:?}"),
+        };
+        let digits = |n: usize| "7".repeat(n);
+        for ok in [
+            digits(38),
+            format!("-{}", digits(38)),
+            format!("0.{}", digits(38)),
+            format!("000000{}", digits(38)),
+            "1e126".into(),
+            "-1e126".into(),
+            "10e125".into(),
+            "1e-128".into(),
+            "0.1e-127".into(),
+            "9.99e125".into(),
+            "0".into(),
+            format!("0.{}e-999999999999", "0".repeat(100)),
+            "1e0000000000000000000000000000000000000000000000000000000000126".into(),
+        ] {
+            assert_eq!(field(&ok), None, "{ok}");
+        }
+        for bad in [
+            digits(39),
+            format!("{}.7", digits(38)),
+            format!("0.{}", digits(39)),
+            format!("1{}", "0".repeat(38)),
+            "7".repeat(100_000),
+            "1.01e126".into(),
+            "2e126".into(),
+            "1e127".into(),
+            "9.9e-129".into(),
+            "1e-129".into(),
+            format!("1e{}", "9".repeat(100)),
+            format!("1e-{}", "9".repeat(100)),
+        ] {
+            let message =
+                field(&bad).unwrap_or_else(|| panic!("{} accepted", &bad[..bad.len().min(60)]));
+            assert!(message.starts_with("n: a Number"), "{message}");
         }
     }
 
