@@ -494,7 +494,7 @@ async fn start_server(data_dir: &Path) -> BenchResult<Target> {
     let settings = Settings::resolve(&CommonArgs {
         listen: Some("127.0.0.1:0".into()),
         data_dir: Some(data_dir.to_path_buf()),
-        jwt_secret: Some("x".repeat(40)),
+        jwt_secret: Some("x".repeat(40).into()),
         ..Default::default()
     })?;
     let app = Application::build(&settings).await?;

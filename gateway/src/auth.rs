@@ -2,6 +2,7 @@
 //! the REST contract, and the [`Caller`] extractor handlers use to demand a tenant and a scope.
 
 use crate::error::ApiError;
+use crate::secret::Secret;
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::{header, request::Parts};
@@ -116,9 +117,10 @@ pub struct Auth {
 }
 
 /// The key material a deployment configures.
+#[derive(Debug, Clone)]
 pub enum KeyMaterial {
     /// HS256 with a shared secret: verifies and mints.
-    Secret(Vec<u8>),
+    Secret(Secret<Vec<u8>>),
     /// A public key in PEM for EdDSA, RS256 or ES256: verifies only.
     PublicKey {
         /// The pinned algorithm.
@@ -138,8 +140,12 @@ impl Auth {
         let (algorithm, decoding, encoding) = match key {
             KeyMaterial::Secret(secret) => (
                 Algorithm::HS256,
-                DecodingKey::from_secret(&secret).map_err(|e| format!("jwt_secret: {e}"))?,
-                Some(EncodingKey::from_secret(&secret).map_err(|e| format!("jwt_secret: {e}"))?),
+                DecodingKey::from_secret(secret.expose())
+                    .map_err(|e| format!("jwt_secret: {e}"))?,
+                Some(
+                    EncodingKey::from_secret(secret.expose())
+                        .map_err(|e| format!("jwt_secret: {e}"))?,
+                ),
             ),
             KeyMaterial::PublicKey { algorithm, pem } => {
                 let decoding = match algorithm {

@@ -3,6 +3,7 @@
 //! name the setting. With nothing configured, `serve` runs in development mode.
 
 use crate::auth::KeyMaterial;
+use crate::secret::Secret;
 use clap::{Args, Parser, Subcommand};
 use jsonwebtoken::Algorithm;
 use rand::RngCore;
@@ -45,7 +46,7 @@ pub struct CommonArgs {
     pub data_dir: Option<PathBuf>,
     /// HS256 shared secret (at least 32 bytes) that signs and verifies tokens.
     #[arg(long, env = "SLUICE_JWT_SECRET", hide_env_values = true)]
-    pub jwt_secret: Option<String>,
+    pub jwt_secret: Option<Secret<String>>,
     /// PEM file of a public key that verifies tokens (instead of a shared secret).
     #[arg(long, env = "SLUICE_JWT_PUBLIC_KEY")]
     pub jwt_public_key: Option<PathBuf>,
@@ -102,11 +103,12 @@ pub struct TokenArgs {
 pub struct ConfigError(pub String);
 
 /// Where the token key came from.
+#[derive(Debug)]
 pub enum KeySource {
     /// Configured.
     Configured(KeyMaterial),
     /// Generated and kept in the data folder: development mode.
-    Generated(Vec<u8>),
+    Generated(Secret<Vec<u8>>),
 }
 
 /// Where messages live.
@@ -127,7 +129,8 @@ pub enum Store {
     },
 }
 
-/// Validated settings.
+/// Validated settings. Secrets in them are [`Secret`]s: `Debug` shows none.
+#[derive(Debug)]
 pub struct Settings {
     /// Where messages live.
     pub store: Store,
@@ -195,7 +198,7 @@ impl Settings {
                 ))
             }
             (Some(secret), None) => {
-                if secret.len() < 32 {
+                if secret.expose().len() < 32 {
                     return Err(ConfigError("jwt_secret: must be at least 32 bytes".into()));
                 }
                 if algorithm.as_deref().is_some_and(|a| a != "HS256") {
@@ -203,7 +206,9 @@ impl Settings {
                         "jwt_algorithm: a jwt_secret means HS256".into(),
                     ));
                 }
-                KeySource::Configured(KeyMaterial::Secret(secret.into_bytes()))
+                KeySource::Configured(KeyMaterial::Secret(Secret::new(
+                    secret.into_exposed().into_bytes(),
+                )))
             }
             (None, Some(path)) => {
                 let algorithm = match algorithm.as_deref() {
@@ -240,15 +245,8 @@ impl Settings {
     /// The key material, whichever way it came.
     pub fn key_material(&self) -> KeyMaterial {
         match &self.key {
-            KeySource::Configured(KeyMaterial::Secret(s)) | KeySource::Generated(s) => {
-                KeyMaterial::Secret(s.clone())
-            }
-            KeySource::Configured(KeyMaterial::PublicKey { algorithm, pem }) => {
-                KeyMaterial::PublicKey {
-                    algorithm: *algorithm,
-                    pem: pem.clone(),
-                }
-            }
+            KeySource::Configured(material) => material.clone(),
+            KeySource::Generated(secret) => KeyMaterial::Secret(secret.clone()),
         }
     }
 
@@ -301,11 +299,11 @@ fn resolve_store(args: &CommonArgs, file: &CommonArgs) -> Result<Store, ConfigEr
 }
 
 /// Reads the data folder's signing key, creating it (readable by the owner only) if absent.
-fn generated_key(data_dir: &Path) -> Result<Vec<u8>, ConfigError> {
+fn generated_key(data_dir: &Path) -> Result<Secret<Vec<u8>>, ConfigError> {
     let path = data_dir.join(GENERATED_KEY_FILE);
     let fail = |e: std::io::Error| ConfigError(format!("data_dir: {}: {e}", path.display()));
     match std::fs::read_to_string(&path) {
-        Ok(text) => return Ok(text.trim().as_bytes().to_vec()),
+        Ok(text) => return Ok(Secret::new(text.trim().as_bytes().to_vec())),
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(fail(e)),
         Err(_) => {}
     }
@@ -323,5 +321,36 @@ fn generated_key(data_dir: &Path) -> Result<Vec<u8>, ConfigError> {
     let mut file = options.open(&path).map_err(fail)?;
     std::io::Write::write_all(&mut file, text.as_bytes()).map_err(fail)?;
     file.sync_all().map_err(fail)?;
-    Ok(text.into_bytes())
+    Ok(Secret::new(text.into_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_never_shows_the_jwt_secret() {
+        let secret = "a-very-secret-signing-key-0123456789abcdef";
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("data");
+        let args = CommonArgs {
+            data_dir: Some(dir.clone()),
+            jwt_secret: Some(Secret::new(secret.to_owned())),
+            ..Default::default()
+        };
+        let settings = Settings::resolve(&args).unwrap();
+        let shown = format!("{args:?}\n{settings:#?}\n{:?}", settings.key_material());
+        assert!(!shown.contains(secret), "{shown}");
+        assert!(!shown.contains("a-very-secret"), "{shown}");
+        assert!(shown.contains("redacted"), "{shown}");
+        // The development key, generated into the data folder, is redacted too.
+        let generated = Settings::resolve(&CommonArgs {
+            data_dir: Some(dir.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        let key = std::fs::read_to_string(dir.join(GENERATED_KEY_FILE)).unwrap();
+        let shown = format!("{generated:?}");
+        assert!(!shown.contains(key.trim()), "{shown}");
+    }
 }

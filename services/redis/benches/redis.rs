@@ -908,7 +908,7 @@ async fn start_gateway(redis_url: &str, data_dir: &std::path::Path) -> BenchResu
     let settings = Settings::resolve(&CommonArgs {
         listen: Some("127.0.0.1:0".into()),
         data_dir: Some(data_dir.to_path_buf()),
-        jwt_secret: Some("x".repeat(40)),
+        jwt_secret: Some("x".repeat(40).into()),
         store: Some(redis_url.to_owned()),
         redis_key_prefix: Some(GATEWAY_PREFIX.into()),
         ..Default::default()
