@@ -324,3 +324,53 @@ impl FromRequestParts<AppState> for Caller {
         Ok(Caller { tenant, scopes })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth() -> Auth {
+        let secret = Secret::new(b"unit-test-secret-that-is-long-enough-0123".to_vec());
+        Auth::new(KeyMaterial::Secret(secret), None, None).unwrap()
+    }
+
+    #[test]
+    fn scopes_split_on_ascii_spaces_only() {
+        assert_eq!(
+            parse_scopes("queues:manage admin"),
+            [Scope::QueuesManage, Scope::Admin]
+        );
+        assert_eq!(parse_scopes(" admin  "), [Scope::Admin]);
+        for joiner in ["\u{a0}", "\t", "\n", "\u{2003}", "\u{3000}"] {
+            assert_eq!(parse_scopes(&format!("messages:send{joiner}admin")), []);
+        }
+    }
+
+    #[test]
+    fn minting_refuses_a_tenant_with_admin() {
+        let auth = auth();
+        let tenant = TenantId::parse("acme").unwrap();
+        let refused = auth
+            .mint(Some(&tenant), &[Scope::Admin], 0, 60)
+            .unwrap_err();
+        assert!(refused.contains("admin"), "{refused}");
+        assert!(auth.mint(None, &[Scope::Admin], 0, 60).is_ok());
+        assert!(auth
+            .mint(Some(&tenant), &[Scope::MessagesSend], 0, 60)
+            .is_ok());
+    }
+
+    #[test]
+    fn claims_read_aud_as_a_string_or_an_array_and_keep_iat() {
+        let read = |json: &str| serde_json::from_str::<Claims>(json).unwrap();
+        let one = read(r#"{"exp": 1, "aud": "sluice", "iat": 7}"#);
+        assert_eq!(one.aud, Some(Audience::One("sluice".into())));
+        assert_eq!(one.iat, Some(7));
+        let many = read(r#"{"exp": 1, "aud": ["a", "sluice"], "nbf": 3}"#);
+        assert_eq!(
+            many.aud,
+            Some(Audience::Many(vec!["a".into(), "sluice".into()]))
+        );
+        assert_eq!(many.nbf, Some(3));
+    }
+}
