@@ -133,7 +133,9 @@ async fn reopen_keeps_what_was_acknowledged() {
             .await
             .unwrap();
         assert_eq!(answers, vec![Ok(())]);
-        let uid = ReceiptHandle::decode(&deleted_handle).unwrap().queue_uid;
+        let uid = ReceiptHandle::decode(&deleted_handle, engine.handle_key())
+            .unwrap()
+            .queue_uid;
         (sent[0].clone().unwrap().seq, deleted_handle, uid)
     };
 
@@ -166,9 +168,12 @@ async fn reopen_keeps_what_was_acknowledged() {
     // The delete's handle still answers Ok (the message is gone), handles stay this queue's.
     let answers = engine.delete(&q, &[deleted_handle], 2_000).await.unwrap();
     assert_eq!(answers, vec![Ok(())]);
-    assert_eq!(got.messages[0].receipt_handle.len(), 32);
     assert_eq!(
-        ReceiptHandle::decode(&got.messages[0].receipt_handle)
+        got.messages[0].receipt_handle.len(),
+        sluice_engine::HANDLE_CHARS
+    );
+    assert_eq!(
+        ReceiptHandle::decode(&got.messages[0].receipt_handle, engine.handle_key())
             .unwrap()
             .queue_uid,
         uid
