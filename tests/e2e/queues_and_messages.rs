@@ -512,3 +512,156 @@ async fn max_depth_answers_429_with_retry_after() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "QueueFull");
 }
+
+/// A receipt handle cannot be forged: the handle of a real delivery with any one character
+/// changed answers 400 `ReceiptHandleInvalid` on every endpoint that takes handles, whatever
+/// message the change would name (one in flight, one already deleted, one never sent), and
+/// acts on nothing; the real handles keep working.
+#[tokio::test]
+async fn a_receipt_handle_altered_in_any_character_is_refused() {
+    let server = Server::start();
+    let t = tenant_token("acme");
+    server.call(Method::PUT, "/v1/queues/forge", &t, None).await;
+    for body in ["a", "b", "c"] {
+        let (status, _) = server
+            .call(
+                Method::POST,
+                "/v1/queues/forge/messages",
+                &t,
+                Some(json!({"body": body})),
+            )
+            .await;
+        assert_eq!(status, 201);
+    }
+    let (_, got) = server
+        .call(
+            Method::POST,
+            "/v1/queues/forge/messages/receive",
+            &t,
+            Some(json!({"max_messages": 10, "visibility_timeout_seconds": 600})),
+        )
+        .await;
+    let messages = got["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3);
+    let handle_of = |body: &str| {
+        messages.iter().find(|m| m["body"] == body).unwrap()["receipt_handle"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (a, b, c) = (handle_of("a"), handle_of("b"), handle_of("c"));
+    let message = |h: &str| format!("/v1/queues/forge/messages/{h}");
+    // `a` is gone: deleting a gone message succeeds, which made forged handles answer 204.
+    assert_eq!(
+        server.call(Method::DELETE, &message(&a), &t, None).await.0,
+        204
+    );
+
+    let mut forged = Vec::new();
+    for i in 0..b.len() {
+        let mut altered = b.clone().into_bytes();
+        altered[i] = if altered[i] == b'A' { b'B' } else { b'A' };
+        forged.push(String::from_utf8(altered).unwrap());
+    }
+    forged.push("A".repeat(b.len()));
+    for bad in &forged {
+        assert_error(
+            &server.call(Method::DELETE, &message(bad), &t, None).await,
+            400,
+            "ReceiptHandleInvalid",
+        );
+        assert_error(
+            &server
+                .call(
+                    Method::PATCH,
+                    &message(bad),
+                    &t,
+                    Some(json!({"visibility_timeout_seconds": 0})),
+                )
+                .await,
+            400,
+            "ReceiptHandleInvalid",
+        );
+    }
+    for chunk in forged.chunks(10) {
+        let deletes: Vec<Value> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, h)| json!({"id": format!("e{i}"), "receipt_handle": h}))
+            .collect();
+        let (status, answer) = server
+            .call(
+                Method::POST,
+                "/v1/queues/forge/messages/delete",
+                &t,
+                Some(json!({"entries": deletes})),
+            )
+            .await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["successful"], json!([]), "{answer}");
+        let failed = answer["failed"].as_array().unwrap();
+        assert_eq!(failed.len(), chunk.len());
+        assert!(
+            failed.iter().all(|f| f["code"] == "ReceiptHandleInvalid"),
+            "{answer}"
+        );
+        let changes: Vec<Value> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                json!({"id": format!("e{i}"), "receipt_handle": h, "visibility_timeout_seconds": 0})
+            })
+            .collect();
+        let (status, answer) = server
+            .call(
+                Method::POST,
+                "/v1/queues/forge/messages/visibility",
+                &t,
+                Some(json!({"entries": changes})),
+            )
+            .await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["successful"], json!([]), "{answer}");
+        let failed = answer["failed"].as_array().unwrap();
+        assert!(
+            failed.iter().all(|f| f["code"] == "ReceiptHandleInvalid"),
+            "{answer}"
+        );
+    }
+
+    // Nothing moved: `b` and `c` are still in flight.
+    let (_, queue) = server.call(Method::GET, "/v1/queues/forge", &t, None).await;
+    assert_eq!(queue["stats"]["in_flight"], 2, "{queue}");
+    assert_eq!(queue["stats"]["visible"], 0, "{queue}");
+    // The real handles still work: `b` comes back at once and is deleted with its new handle.
+    let (status, _) = server
+        .call(
+            Method::PATCH,
+            &message(&b),
+            &t,
+            Some(json!({"visibility_timeout_seconds": 0})),
+        )
+        .await;
+    assert_eq!(status, 204);
+    let (_, again) = server
+        .call(
+            Method::POST,
+            "/v1/queues/forge/messages/receive",
+            &t,
+            Some(json!({"max_messages": 10})),
+        )
+        .await;
+    assert_eq!(again["messages"][0]["body"], "b", "{again}");
+    let b2 = again["messages"][0]["receipt_handle"].as_str().unwrap();
+    assert_eq!(
+        server.call(Method::DELETE, &message(b2), &t, None).await.0,
+        204
+    );
+    assert_eq!(
+        server.call(Method::DELETE, &message(&c), &t, None).await.0,
+        204
+    );
+    let (_, queue) = server.call(Method::GET, "/v1/queues/forge", &t, None).await;
+    assert_eq!(queue["stats"]["in_flight"], 0, "{queue}");
+    assert_eq!(queue["stats"]["visible"], 0, "{queue}");
+}

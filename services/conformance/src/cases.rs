@@ -3,7 +3,9 @@
 
 use crate::Ctx;
 use sha2::Digest;
-use sluice_engine::{Clock, MessageAttribute, MessageState, Quotas, TenantId};
+use sluice_engine::{
+    Clock, HandleError, MessageAttribute, MessageState, QueueKey, QueueName, Quotas, TenantId,
+};
 use sluice_services::{
     ChangeVisibilityEntry, DeleteEntry, MessageView, QueueConfigPatch, ReceiveRequest, SendEntry,
     SendRequest, ServiceError,
@@ -294,6 +296,148 @@ pub async fn receipt_handles_stale_invalid_and_idempotent_delete(ctx: Ctx) {
         Err(ServiceError::ReceiptHandleStale)
     );
     assert!(ctx.receive("q", 1, 5).await.is_empty());
+}
+
+/// Characters a receipt handle is written in (URL-safe base64), and a few it never contains.
+const HANDLE_CHARS: &[u8] =
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/=.~";
+
+/// Handles cannot be forged: a real handle with any one character changed, handles made up or
+/// spliced from real ones are `ReceiptHandleInvalid` for delete and change visibility (single
+/// and batch), and act on no message, also not on one that is gone (which a real handle may
+/// delete again with success). The real handles keep working.
+pub async fn altered_or_invented_handles_are_invalid(ctx: Ctx) {
+    ctx.queue("q", QueueConfigPatch::default()).await;
+    for i in 0..6 {
+        ctx.send("q", &format!("m{i}")).await;
+    }
+    let got = ctx.receive("q", 5, 30).await;
+    assert_eq!(got.len(), 5);
+    let handles: Vec<String> = got.iter().map(handle).collect();
+    // A gone message: deleting it again succeeds with its own handle, never with a forged one.
+    ctx.services
+        .delete_message(&ctx.tenant, "q", &handles[0])
+        .await
+        .unwrap();
+    let real = &handles[1];
+
+    let mut forged: Vec<String> = Vec::new();
+    let mut one_per_position = Vec::new();
+    for i in 0..real.len() {
+        for &c in HANDLE_CHARS {
+            if c == real.as_bytes()[i] {
+                continue;
+            }
+            let mut altered = real.clone().into_bytes();
+            altered[i] = c;
+            forged.push(String::from_utf8(altered).unwrap());
+        }
+        one_per_position.push(forged.last().unwrap().clone());
+    }
+    let half = real.len() / 2;
+    let mut invented = vec![
+        String::new(),
+        "A".repeat(real.len()),
+        "_".repeat(real.len()),
+        real[..real.len() - 1].to_owned(),
+        format!("{real}A"),
+        real.chars().rev().collect(),
+        // The front of one real handle with the back of another, both ways.
+        format!("{}{}", &handles[2][..half], &handles[3][half..]),
+        format!("{}{}", &handles[0][..half], &handles[1][half..]),
+    ];
+    forged.append(&mut invented.clone());
+    one_per_position.append(&mut invented);
+
+    // All at once through the engine: every answer is Invalid.
+    let key = QueueKey::new(ctx.tenant.clone(), QueueName::parse("q").unwrap());
+    let now = ctx.clock.now();
+    let answers = ctx.engine.delete(&key, &forged, now).await.unwrap();
+    assert_eq!(answers.len(), forged.len());
+    for (text, answer) in forged.iter().zip(&answers) {
+        assert_eq!(answer, &Err(HandleError::Invalid), "delete {text:?}");
+    }
+    let entries: Vec<(String, u32)> = forged.iter().map(|h| (h.clone(), 0)).collect();
+    let answers = ctx
+        .engine
+        .change_visibility(&key, &entries, now)
+        .await
+        .unwrap();
+    for (text, answer) in forged.iter().zip(&answers) {
+        assert_eq!(answer, &Err(HandleError::Invalid), "visibility {text:?}");
+    }
+
+    // One by one and in batches through the services.
+    for bad in &one_per_position {
+        assert_eq!(
+            ctx.services.delete_message(&ctx.tenant, "q", bad).await,
+            Err(ServiceError::ReceiptHandleInvalid),
+            "{bad:?}"
+        );
+        assert_eq!(
+            ctx.services
+                .change_visibility(&ctx.tenant, "q", bad, 0)
+                .await,
+            Err(ServiceError::ReceiptHandleInvalid),
+            "{bad:?}"
+        );
+    }
+    for chunk in one_per_position.chunks(10) {
+        let deletes = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, h)| DeleteEntry {
+                id: format!("e{i}"),
+                receipt_handle: h.clone(),
+            })
+            .collect();
+        let outcome = ctx
+            .services
+            .delete_batch(&ctx.tenant, "q", deletes)
+            .await
+            .unwrap();
+        assert!(outcome.successful.is_empty());
+        assert_eq!(outcome.failed.len(), chunk.len());
+        assert!(outcome
+            .failed
+            .iter()
+            .all(|f| f.error == ServiceError::ReceiptHandleInvalid));
+        let changes = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, h)| ChangeVisibilityEntry {
+                id: format!("e{i}"),
+                receipt_handle: h.clone(),
+                visibility_timeout_seconds: 0,
+            })
+            .collect();
+        let outcome = ctx
+            .services
+            .change_visibility_batch(&ctx.tenant, "q", changes)
+            .await
+            .unwrap();
+        assert!(outcome.successful.is_empty());
+        assert!(outcome
+            .failed
+            .iter()
+            .all(|f| f.error == ServiceError::ReceiptHandleInvalid));
+    }
+
+    // Nothing moved: four in flight, one never received.
+    assert_eq!(ctx.stats("q").await, (1, 4, 0));
+    // The real handles still work.
+    ctx.services
+        .change_visibility(&ctx.tenant, "q", real, 0)
+        .await
+        .unwrap();
+    assert_eq!(ctx.stats("q").await, (2, 3, 0));
+    for h in &handles {
+        ctx.services
+            .delete_message(&ctx.tenant, "q", h)
+            .await
+            .unwrap();
+    }
+    assert_eq!(bodies(&ctx.receive("q", 10, 30).await), ["m5"]);
 }
 
 /// Nothing is delivered after its retention period; expiry removes it from the counts.

@@ -78,6 +78,7 @@ macro_rules! engine_suite {
             visibility_expiry_redelivers_with_counts,
             change_visibility_extends_and_zero_makes_visible,
             receipt_handles_stale_invalid_and_idempotent_delete,
+            altered_or_invented_handles_are_invalid,
             retention_expires_messages,
             queue_delay_and_message_delay,
             deliver_at_schedules_delivery,

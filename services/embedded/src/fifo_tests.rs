@@ -405,7 +405,9 @@ async fn a_format_1_file_is_migrated() {
         (seq, None)
     );
     assert_eq!(
-        ReceiptHandle::decode(&m.receipt_handle).unwrap().queue_uid,
+        ReceiptHandle::decode(&m.receipt_handle, engine.handle_key())
+            .unwrap()
+            .queue_uid,
         uid
     );
     drop(engine);

@@ -18,6 +18,12 @@
 //! only: after a restart every stored message is visible again at its sent `visible_at` with a
 //! receive count of 0, and handles issued before the restart are stale.
 //!
+//! **Receipt handles** (`secret.rs`) are authenticated with a key generated once and kept in
+//! the file, so a handle from before a restart is recognised (and stale), and one altered or
+//! made up is refused. Each queue numbers its own deliveries, from a random start on every
+//! open, so a handle says nothing about other queues and never matches a delivery made after a
+//! restart.
+//!
 //! **FIFO queues** (`fifo.rs`) add, in memory, the message group of each message (to deliver
 //! each group in order, one delivery in flight per group, oldest head first), the
 //! deduplication records of the last
@@ -27,14 +33,15 @@
 
 mod fifo;
 mod index;
+mod secret;
 mod store;
 
 use async_trait::async_trait;
 use fifo::{DedupEntry, DedupKey};
 use index::{Accepted, Admission, Pick, Picked, QueueState};
 use sluice_engine::{
-    DeduplicationScope, Engine, EngineError, HandleError, MessageState, Millis, NewMessage,
-    QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Quotas, ReceiptHandle,
+    DeduplicationScope, Engine, EngineError, HandleError, HandleKey, MessageState, Millis,
+    NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Quotas, ReceiptHandle,
     ReceiveOutcome, ReceivedMessage, SendRejection, SentMessage, StoredMessage, TenantId,
     TenantRecord,
 };
@@ -72,9 +79,26 @@ struct QueueEntry {
     uid: u64,
     created_at: Millis,
     state: Mutex<QueueState>,
+    /// Numbers this queue's deliveries (taken under the state lock, so in delivery order).
+    /// Starts at a random value on every open, so a handle issued before a restart never
+    /// matches a delivery made after it; per queue, so it counts nobody else's traffic.
+    deliveries: AtomicU64,
 }
 
 impl QueueEntry {
+    fn new(uid: u64, created_at: Millis, state: QueueState) -> Self {
+        Self {
+            uid,
+            created_at,
+            state: Mutex::new(state),
+            deliveries: AtomicU64::new(rand::random()),
+        }
+    }
+
+    fn next_delivery(&self) -> u64 {
+        self.deliveries.fetch_add(1, Ordering::Relaxed)
+    }
+
     fn lock(&self) -> MutexGuard<'_, QueueState> {
         // A panic under this lock leaves at worst a stale index entry, never a broken store:
         // carry on rather than fail every later request on the queue.
@@ -115,9 +139,8 @@ pub struct EmbeddedEngine {
     /// Serialises catalog changes (queues, tenants) across their commit, so two creations of
     /// one name cannot both win. These are rare; message operations never take it.
     admin: tokio::sync::Mutex<()>,
-    /// Numbers deliveries. Starts at a random value on every open, so a handle issued before a
-    /// restart never matches a delivery made after it.
-    deliveries: AtomicU64,
+    /// Authenticates receipt handles; kept in the file (`secret.rs`).
+    handle_key: HandleKey,
 }
 
 impl std::fmt::Debug for EmbeddedEngine {
@@ -167,6 +190,7 @@ impl EmbeddedEngine {
             EngineError::Unavailable(format!("cannot create {}: {e}", dir.display()))
         })?;
         let db = store::open_database(&dir.join(DATABASE_FILE))?;
+        let handle_key = secret::handle_key(&db)?;
         let catalog = store::read_catalog(&db)?;
 
         let mut by_uid: HashMap<u64, (QueueKey, Millis, QueueState)> = HashMap::new();
@@ -208,11 +232,7 @@ impl EmbeddedEngine {
 
         let mut queues = QueueMap::new();
         for (uid, (key, created_at, state)) in by_uid {
-            let entry = Arc::new(QueueEntry {
-                uid,
-                created_at,
-                state: Mutex::new(state),
-            });
+            let entry = Arc::new(QueueEntry::new(uid, created_at, state));
             queues
                 .entry(key.tenant)
                 .or_default()
@@ -234,7 +254,7 @@ impl EmbeddedEngine {
             queues: Arc::new(RwLock::new(queues)),
             tenants: Arc::new(RwLock::new(tenants)),
             admin: tokio::sync::Mutex::new(()),
-            deliveries: AtomicU64::new(rand::random()),
+            handle_key,
         })
     }
 
@@ -252,8 +272,10 @@ impl EmbeddedEngine {
             .ok_or(EngineError::QueueNotFound)
     }
 
-    fn next_delivery(&self) -> u64 {
-        self.deliveries.fetch_add(1, Ordering::Relaxed)
+    /// The key this engine's receipt handles are authenticated with, for tests and tools that
+    /// take handles apart ([`ReceiptHandle::decode`]).
+    pub fn handle_key(&self) -> &HandleKey {
+        &self.handle_key
     }
 
     /// Reads the stored parts of picked messages; drops any deleted since they were picked.
@@ -356,9 +378,9 @@ fn parse_queue_key(text: &str) -> Result<QueueKey, EngineError> {
     ))
 }
 
-/// Decodes a handle and checks it was issued by this queue incarnation.
-fn own_handle(text: &str, uid: u64) -> Result<ReceiptHandle, HandleError> {
-    match ReceiptHandle::decode(text) {
+/// Decodes a handle, checks its tag and that it was issued by this queue incarnation.
+fn own_handle(text: &str, key: &HandleKey, uid: u64) -> Result<ReceiptHandle, HandleError> {
+    match ReceiptHandle::decode(text, key) {
         Some(h) if h.queue_uid == uid => Ok(h),
         _ => Err(HandleError::Invalid),
     }
@@ -494,11 +516,11 @@ impl Engine for EmbeddedEngine {
                 entry
             }
             None => {
-                let entry = Arc::new(QueueEntry {
+                let entry = Arc::new(QueueEntry::new(
                     uid,
                     created_at,
-                    state: Mutex::new(QueueState::new(config, now, 1, key.name.is_fifo())),
-                });
+                    QueueState::new(config, now, 1, key.name.is_fifo()),
+                ));
                 let (queues, target, key) =
                     (Arc::clone(&self.queues), Arc::clone(&entry), key.clone());
                 let pending = self.store.submit_then(vec![op], move |committed| {
@@ -775,7 +797,7 @@ impl Engine for EmbeddedEngine {
                         max_messages,
                         seconds(visibility_timeout_seconds),
                         now,
-                        || self.next_delivery(),
+                        || entry.next_delivery(),
                     );
                     if let Some(id) = attempt_id {
                         state.remember(id, now, &pick);
@@ -802,7 +824,7 @@ impl Engine for EmbeddedEngine {
                     seq: p.seq,
                     delivery: p.state.delivery,
                 }
-                .encode(),
+                .encode(&self.handle_key),
             })
             .collect();
         Ok(ReceiveOutcome {
@@ -824,7 +846,7 @@ impl Engine for EmbeddedEngine {
             let answers: Vec<Result<(), HandleError>> = handles
                 .iter()
                 .map(|text| {
-                    let handle = own_handle(text, entry.uid)?;
+                    let handle = own_handle(text, &self.handle_key, entry.uid)?;
                     if state.delete(&handle, now)? {
                         removed.push(handle.seq);
                     }
@@ -856,7 +878,7 @@ impl Engine for EmbeddedEngine {
         Ok(entries
             .iter()
             .map(|(text, timeout)| {
-                let handle = own_handle(text, entry.uid)?;
+                let handle = own_handle(text, &self.handle_key, entry.uid)?;
                 state.change_visibility(&handle, seconds(*timeout), now)
             })
             .collect())

@@ -13,6 +13,7 @@
 //! | `msg_meta`  | `(uid, seq)`         | [`MetaRecord`] (small: scanned at start-up)    |
 //! | `msg_body`  | `(uid, seq)`         | [`BodyRecord`] (large: read only on delivery)  |
 //! | `dedup`     | `(uid, group, id)`   | `(accepted_at, seq, message_id)`               |
+//! | `secrets`   | `&str`               | raw bytes: the receipt-handle key (`secret.rs`) |
 //!
 //! Messages are keyed by the queue's `uid`, not its name, so deleting and re-creating a name
 //! never mixes the two incarnations' messages, and a whole queue is one contiguous key range.

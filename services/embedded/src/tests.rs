@@ -133,7 +133,9 @@ async fn reopen_keeps_what_was_acknowledged() {
             .await
             .unwrap();
         assert_eq!(answers, vec![Ok(())]);
-        let uid = ReceiptHandle::decode(&deleted_handle).unwrap().queue_uid;
+        let uid = ReceiptHandle::decode(&deleted_handle, engine.handle_key())
+            .unwrap()
+            .queue_uid;
         (sent[0].clone().unwrap().seq, deleted_handle, uid)
     };
 
@@ -166,9 +168,12 @@ async fn reopen_keeps_what_was_acknowledged() {
     // The delete's handle still answers Ok (the message is gone), handles stay this queue's.
     let answers = engine.delete(&q, &[deleted_handle], 2_000).await.unwrap();
     assert_eq!(answers, vec![Ok(())]);
-    assert_eq!(got.messages[0].receipt_handle.len(), 32);
     assert_eq!(
-        ReceiptHandle::decode(&got.messages[0].receipt_handle)
+        got.messages[0].receipt_handle.len(),
+        sluice_engine::HANDLE_CHARS
+    );
+    assert_eq!(
+        ReceiptHandle::decode(&got.messages[0].receipt_handle, engine.handle_key())
             .unwrap()
             .queue_uid,
         uid
@@ -332,4 +337,46 @@ async fn a_send_cancelled_while_committing_still_lands_in_the_index() {
         .map(|m| m.message.body.as_str())
         .collect();
     assert_eq!(bodies, ["orphan?", "next"]);
+}
+
+/// A queue's delivery numbers count its own deliveries only: however much another tenant
+/// receives in between, the numbers in one queue's handles advance by one per delivery, so
+/// they reveal nothing of other tenants' traffic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_numbers_do_not_count_other_tenants_deliveries() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), CommitMode::Group);
+    let (mine, theirs) = (key("me", "q"), key("them", "q"));
+    for q in [&mine, &theirs] {
+        engine
+            .put_queue(q, QueueConfig::with_defaults(1024), 0)
+            .await
+            .unwrap();
+    }
+    engine.send(&mine, vec![message("a", 0)], 0).await.unwrap();
+    let bodies: Vec<NewMessage> = (0..50).map(|i| message(&format!("t{i}"), 0)).collect();
+    engine.send(&theirs, bodies, 0).await.unwrap();
+
+    let delivery = |text: &str| {
+        ReceiptHandle::decode(text, engine.handle_key())
+            .unwrap()
+            .delivery
+    };
+    let mut numbers = Vec::new();
+    for round in 0..3 {
+        // Visibility 0: the message is receivable again at once, each receive a new delivery.
+        let got = engine.receive(&mine, 1, 0, None, 0).await.unwrap();
+        numbers.push(delivery(&got.messages[0].receipt_handle));
+        let other = engine.receive(&theirs, 10 * (round + 1), 0, None, 0).await;
+        assert!(!other.unwrap().messages.is_empty());
+    }
+    assert_eq!(
+        numbers,
+        [
+            numbers[0],
+            numbers[0].wrapping_add(1),
+            numbers[0].wrapping_add(2)
+        ],
+        "the other tenant's receives show in my handles"
+    );
 }

@@ -267,7 +267,7 @@ async fn consume(shared: Arc<Shared>, seed: u64) {
                 seq: r.message.seq,
                 group: r.message.group_id.clone().expect("a group"),
                 handle: r.receipt_handle.clone(),
-                number: ReceiptHandle::decode(&r.receipt_handle)
+                number: ReceiptHandle::decode(&r.receipt_handle, shared.engine.handle_key())
                     .expect("a handle")
                     .delivery,
             })

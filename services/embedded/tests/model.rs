@@ -311,9 +311,10 @@ async fn run(ops: Vec<Op>) {
                     "not a receipt handle".to_owned()
                 } else {
                     let real = &model.issued[handle % model.issued.len()].0;
-                    let mut decoded = ReceiptHandle::decode(real).expect("an issued handle");
+                    let mut decoded =
+                        ReceiptHandle::decode(real, engine.handle_key()).expect("an issued handle");
                     decoded.queue_uid ^= 1;
-                    decoded.encode()
+                    decoded.encode(engine.handle_key())
                 };
                 let got = engine
                     .delete(&key, std::slice::from_ref(&text), now)

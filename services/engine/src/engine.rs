@@ -40,7 +40,14 @@ impl QueueListener {
 /// * **Visibility**: a message is receivable when `now >= visible_at` and it has not expired
 ///   (`now < sent_at + retention`). A receive hides it until `now + visibility_timeout`, counts
 ///   the delivery and issues a new receipt handle; the previous handle becomes stale.
-/// * **Handles**: a handle from another queue (or another incarnation of the same name) is
+/// * **Handles** are unforgeable: each is authenticated with the store's
+///   [`HandleKey`](crate::HandleKey) (kept in the store, so every engine on one store accepts
+///   the others' handles, also after a restart). A handle that fails that check (altered in any
+///   character, made up, or from another store) is [`HandleError::Invalid`], checked before
+///   anything else about it, so it never acts on any message, whatever seq it names. Nothing in
+///   a handle depends on other queues (delivery numbers are per queue or random), so handles
+///   reveal nothing of other tenants' traffic. A handle from another queue (or another
+///   incarnation of the same name) is also
 ///   [`HandleError::Invalid`]; one from an earlier delivery is [`HandleError::Stale`]. Deleting
 ///   a message that is gone (deleted, purged or expired) succeeds with any handle this queue
 ///   issued for it, since retries must be safe and a gone message keeps no delivery record;

@@ -15,7 +15,7 @@ mod types;
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use engine::{Engine, QueueListener};
 pub use error::{EngineError, HandleError, SendRejection};
-pub use handle::ReceiptHandle;
+pub use handle::{HandleKey, ReceiptHandle, HANDLE_CHARS, TAG_BYTES};
 pub use names::{NameError, QueueKey, QueueName, TenantId};
 pub use types::{
     DeduplicationScope, MessageAttribute, MessageState, NewMessage, QueueConfig, QueueInfo,

@@ -24,6 +24,7 @@
 //! | `{P}:tenant:<tenant>:queues` | zset | the tenant's queue names, score 0 (ordered listing, count) |
 //! | `{P}:queues` | zset | `<tenant>/<queue>` of every queue, scored by when it was last registered (the expiry sweep walks it) |
 //! | `{P}:queue-uids` | hash | `<tenant>/<queue>` → uid of the incarnation it was last registered for |
+//! | `{P}:handle-key` | string | the receipt-handle key (hex), set once with `SET NX` by the first engine to connect and read by every engine at connect |
 //!
 //! Pub/sub channel `P:wake` carries `<engine instance> <tenant>/<queue>` after a send (or a
 //! visibility reset to 0, or a queue deletion).
@@ -132,6 +133,11 @@ impl Keys {
     /// Tenant ids in order.
     pub fn tenant_ids(&self) -> String {
         self.registry("tenant-ids")
+    }
+
+    /// The key receipt handles are authenticated with, shared by every engine on the prefix.
+    pub fn handle_key(&self) -> String {
+        self.registry("handle-key")
     }
 
     /// The pub/sub channel of wake-ups.

@@ -58,8 +58,8 @@ use conn::{Call, Redis};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use keys::{Keys, QueueKeys};
 use sluice_engine::{
-    DeduplicationScope, Engine, EngineError, HandleError, MessageState, Millis, NewMessage,
-    QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Quotas, ReceiptHandle,
+    DeduplicationScope, Engine, EngineError, HandleError, HandleKey, MessageState, Millis,
+    NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Quotas, ReceiptHandle,
     ReceiveOutcome, ReceivedMessage, SendRejection, SentMessage, StoredMessage, TenantId,
     TenantRecord, DEDUPLICATION_WINDOW_MS, RECEIVE_ATTEMPT_WINDOW_MS,
 };
@@ -92,6 +92,9 @@ pub struct RedisEngine {
     /// Per `<tenant>/<queue>`: before this instant (on the callers' clock) no message of the
     /// queue can expire, so the sweep skips it.
     expiry_due: Mutex<HashMap<String, Millis>>,
+    /// Authenticates receipt handles; the one stored under the prefix, so every gateway on
+    /// this Redis accepts the others' handles.
+    handle_key: HandleKey,
 }
 
 impl std::fmt::Debug for RedisEngine {
@@ -134,6 +137,27 @@ fn delivery_token(delivery: u64) -> String {
     )
 }
 
+/// The prefix's receipt-handle key: the stored one, or a fresh one stored now if there is none.
+/// `SET NX GET` makes it one atomic step, so engines connecting at once agree on the winner.
+/// (In a cluster the key lives in the registries' slot; it is read once, here.)
+async fn load_handle_key(redis: &Redis, keys: &Keys) -> Result<HandleKey, EngineError> {
+    let fresh = hex::encode(HandleKey::random_bytes());
+    let mut cmd = redis::cmd("SET");
+    cmd.arg(keys.handle_key()).arg(&fresh).arg("NX").arg("GET");
+    let stored: Option<String> = redis.query(&cmd).await?;
+    let text = stored.unwrap_or(fresh);
+    hex::decode(&text)
+        .ok()
+        .and_then(|bytes| HandleKey::from_bytes(&bytes))
+        .ok_or_else(|| {
+            EngineError::Internal(format!(
+                "{} does not hold a receipt handle key ({} hex digits expected)",
+                keys.handle_key(),
+                2 * HandleKey::BYTES
+            ))
+        })
+}
+
 fn not_found<T>(reply: Option<T>) -> Result<T, EngineError> {
     reply.ok_or(EngineError::QueueNotFound)
 }
@@ -162,6 +186,7 @@ impl RedisEngine {
         let keys = Keys::new(&options.key_prefix)?;
         let redis = Redis::connect(url, &options).await?;
         check_eviction_policy(&redis, options.allow_eviction).await?;
+        let handle_key = load_handle_key(&redis, &keys).await?;
 
         let wakers = Arc::new(wake::Wakers::new());
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
@@ -194,7 +219,14 @@ impl RedisEngine {
             configs: TtlCache::new(options.cache_ttl),
             known_tenants: TtlCache::new(options.cache_ttl),
             expiry_due: Mutex::new(HashMap::new()),
+            handle_key,
         })
+    }
+
+    /// The key this engine's receipt handles are authenticated with, for tests and tools that
+    /// take handles apart ([`ReceiptHandle::decode`]).
+    pub fn handle_key(&self) -> &HandleKey {
+        &self.handle_key
     }
 
     fn queue_call(&self, script: &'static redis::Script, key: &QueueKey) -> Call {
@@ -755,7 +787,7 @@ impl Engine for RedisEngine {
                     seq,
                     delivery,
                 }
-                .encode(),
+                .encode(&self.handle_key),
             });
         }
         Ok(ReceiveOutcome {
@@ -775,8 +807,10 @@ impl Engine for RedisEngine {
         call.arg(now)
             .arg(self.keys.wake_channel())
             .arg(self.wakers.payload(&queue_id));
-        let decoded: Vec<Option<ReceiptHandle>> =
-            handles.iter().map(|h| ReceiptHandle::decode(h)).collect();
+        let decoded: Vec<Option<ReceiptHandle>> = handles
+            .iter()
+            .map(|h| ReceiptHandle::decode(h, &self.handle_key))
+            .collect();
         for h in decoded.iter().flatten() {
             call.arg(h.queue_uid.to_string())
                 .arg(member(h.seq))
@@ -811,7 +845,7 @@ impl Engine for RedisEngine {
             .arg(self.wakers.payload(&queue_id));
         let decoded: Vec<Option<(ReceiptHandle, u32)>> = entries
             .iter()
-            .map(|(h, t)| ReceiptHandle::decode(h).map(|h| (h, *t)))
+            .map(|(h, t)| ReceiptHandle::decode(h, &self.handle_key).map(|h| (h, *t)))
             .collect();
         for (h, timeout) in decoded.iter().flatten() {
             call.arg(h.queue_uid.to_string())

@@ -148,7 +148,7 @@ async fn consume(engine: Arc<RedisEngine>, q: QueueKey, shared: Arc<Shared>, see
         {
             let mut log = shared.log.lock().unwrap();
             for m in &outcome.messages {
-                let handle = ReceiptHandle::decode(&m.receipt_handle).unwrap();
+                let handle = ReceiptHandle::decode(&m.receipt_handle, engine.handle_key()).unwrap();
                 log.deliveries.push(Delivery {
                     seq: m.message.seq,
                     group: m.message.group_id.clone().unwrap(),

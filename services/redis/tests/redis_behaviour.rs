@@ -392,6 +392,44 @@ async fn fifo_send_receive_and_delete_batches_are_one_redis_call_each() {
     assert!(!stats.contains("cmdstat_script"), "{stats}");
 }
 
+/// Engines that connect at the same moment agree on one handle key (the first `SET NX` wins),
+/// so each accepts the others' handles; engines on another prefix (another store) do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engines_on_one_prefix_accept_each_others_handles() {
+    let server = shared_server();
+    let prefix = unique_prefix("hkey");
+    let url = server.url();
+    let engines: Vec<RedisEngine> =
+        futures_util::future::join_all((0..4).map(|_| engine(&url, &prefix))).await;
+    let q = key("q");
+    engines[0].put_queue(&q, config(), NOW).await.unwrap();
+    let bodies: Vec<String> = (0..engines.len()).map(|i| format!("m{i}")).collect();
+    let sent: Vec<NewMessage> = bodies.iter().map(|b| message(b, NOW)).collect();
+    engines[0].send(&q, sent, NOW).await.unwrap();
+    let stranger = engine(&url, &unique_prefix("hkey-other")).await;
+    for (i, issuer) in engines.iter().enumerate() {
+        let got = issuer.receive(&q, 1, 30, None, NOW).await.unwrap();
+        let handle = got.messages[0].receipt_handle.clone();
+        // Another store's key refuses the handle.
+        assert_eq!(
+            sluice_engine::ReceiptHandle::decode(&handle, stranger.handle_key()),
+            None
+        );
+        let next = &engines[(i + 1) % engines.len()];
+        let answer = next
+            .change_visibility(&q, &[(handle.clone(), 60)], NOW)
+            .await
+            .unwrap();
+        assert_eq!(answer, vec![Ok(())], "a handle of engine {i}");
+        let answer = next.delete(&q, &[handle], NOW).await.unwrap();
+        assert_eq!(answer, vec![Ok(())], "a handle of engine {i}");
+    }
+    assert_eq!(
+        engines[0].get_queue(&q, NOW).await.unwrap().unwrap().stats,
+        Default::default()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_through_one_engine_wakes_a_listener_on_another() {
     let server = shared_server();
