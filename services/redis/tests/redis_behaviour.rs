@@ -155,7 +155,7 @@ async fn send_receive_and_delete_batches_are_one_redis_call_each() {
         .put_queue(&tenant, "q", QueueConfigPatch::default())
         .await
         .unwrap();
-    services.ensure_tenant(&tenant).await.unwrap();
+    services.ensure_tenant(&tenant, None).await.unwrap();
     // Warm up: each script is loaded into this fresh server on its first use (NOSCRIPT, then
     // SCRIPT LOAD and EVALSHA again), once per server and not per call.
     let q = key("q");
@@ -183,7 +183,7 @@ async fn send_receive_and_delete_batches_are_one_redis_call_each() {
             },
         })
         .collect();
-    services.ensure_tenant(&tenant).await.unwrap();
+    services.ensure_tenant(&tenant, None).await.unwrap();
     let sent = services.send_batch(&tenant, "q", entries).await.unwrap();
     assert_eq!(sent.successful.len(), 10);
     assert_eq!(
@@ -281,7 +281,7 @@ async fn fifo_send_receive_and_delete_batches_are_one_redis_call_each() {
         .put_queue(&tenant, "q.fifo", QueueConfigPatch::default())
         .await
         .unwrap();
-    services.ensure_tenant(&tenant).await.unwrap();
+    services.ensure_tenant(&tenant, None).await.unwrap();
     let fifo = |i: usize, group: &str| SendRequest {
         body: format!("m{i}"),
         group_id: Some(group.to_owned()),
