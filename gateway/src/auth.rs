@@ -319,7 +319,7 @@ impl FromRequestParts<AppState> for Caller {
             ));
         }
         if let Some(tenant) = &tenant {
-            state.services.ensure_tenant(tenant).await?;
+            state.services.ensure_tenant(tenant, claims.iat).await?;
         }
         Ok(Caller { tenant, scopes })
     }

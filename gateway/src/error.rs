@@ -74,6 +74,7 @@ impl ApiError {
                 S::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", false),
                 S::QueueFull => (StatusCode::TOO_MANY_REQUESTS, "QueueFull", true),
                 S::QuotaExceeded(_) => (StatusCode::TOO_MANY_REQUESTS, "QuotaExceeded", true),
+                S::TenantDeleted(_) => (StatusCode::UNAUTHORIZED, "Unauthenticated", false),
                 S::ReceiptHandleInvalid => (StatusCode::BAD_REQUEST, "ReceiptHandleInvalid", false),
                 S::ReceiptHandleStale => (StatusCode::GONE, "ReceiptHandleStale", false),
                 S::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "Unavailable", true),

@@ -11,3 +11,4 @@ mod queues_and_messages;
 mod readme;
 mod redis;
 mod restart;
+mod tenants;

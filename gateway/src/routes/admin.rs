@@ -150,7 +150,13 @@ pub async fn mint_token(
         )
         .into());
     }
-    let now_seconds = state.services.clock().now() / 1000;
+    let mut now_seconds = state.services.clock().now() / 1000;
+    // A tenant deleted within this second refuses tokens issued in it (token times are whole
+    // seconds): issue this one at the next second, so a tenant re-created and given a token
+    // right after a deletion can use it at once.
+    if let Some(first) = state.services.first_valid_issue_second(&tenant.id).await? {
+        now_seconds = now_seconds.max(first);
+    }
     let token = state
         .auth
         .mint(Some(&tenant.id), &scopes, now_seconds, ttl)

@@ -102,7 +102,10 @@ macro_rules! engine_suite {
             fifo_deduplication_scope_and_content,
             fifo_group_order_and_locking,
             fifo_groups_are_served_oldest_head_first,
-            fifo_receive_attempt_id_returns_the_same_answer
+            fifo_receive_attempt_id_returns_the_same_answer,
+            max_queues_holds_under_concurrent_creation,
+            tenant_deletion_races_queue_creation,
+            deleted_tenant_refuses_tokens_issued_before
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {

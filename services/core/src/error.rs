@@ -33,6 +33,10 @@ pub enum ServiceError {
     /// A tenant quota would be exceeded.
     #[error("{0}")]
     QuotaExceeded(String),
+    /// The tenant was deleted after the caller's token was issued (or while the request ran):
+    /// the token no longer names it.
+    #[error("{0}")]
+    TenantDeleted(String),
     /// The receipt handle is not one of this queue's.
     #[error("receipt handle is not valid for this queue")]
     ReceiptHandleInvalid,
@@ -63,6 +67,16 @@ impl From<EngineError> for ServiceError {
             EngineError::QueueNotFound => Self::QueueNotFound,
             EngineError::TenantNotFound => Self::TenantNotFound,
             EngineError::AlreadyExists(what) => Self::Conflict(format!("{what} already exists")),
+            EngineError::QuotaExceeded { tenant, max_queues } => Self::QuotaExceeded(format!(
+                "tenant {tenant} may own at most {max_queues} queues"
+            )),
+            EngineError::TenantDeleted { deleted_at } => Self::TenantDeleted(format!(
+                "the tenant was deleted at {}; tokens issued before then (or without an iat \
+                 claim) no longer name it",
+                chrono::DateTime::from_timestamp_millis(deleted_at as i64)
+                    .unwrap_or_default()
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            )),
             EngineError::Unavailable(why) => Self::Unavailable(why),
             EngineError::Internal(why) => Self::Internal(why),
         }

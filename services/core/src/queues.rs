@@ -209,6 +209,8 @@ impl Services {
 
     /// `PUT`: creates the queue or replaces its whole configuration (omitted fields reset to
     /// their defaults), keeping `created_at` and the messages. Answers whether it was created.
+    /// A creation past the tenant's `max_queues` is `QuotaExceeded` (the engine checks it
+    /// atomically with the creation).
     pub async fn put_queue(
         &self,
         tenant: &TenantId,
@@ -221,9 +223,6 @@ impl Services {
             QueueConfig::with_defaults(self.limits.max_message_bytes),
             patch,
         )?;
-        if self.engine.queue_config(&key).await?.is_none() {
-            self.check_queue_quota(tenant).await?;
-        }
         let (info, created) = self
             .engine
             .put_queue(&key, config, self.clock.now())

@@ -1,5 +1,6 @@
 //! Tenant administration: the records behind `/v1/admin/tenants`, implicit tenants named by
-//! tokens, and the queue-count quota.
+//! tokens, and what deleting a tenant means for its tokens. The queue-count quota is checked by
+//! the engine, atomically with the creation of a queue.
 
 use crate::queues::{decode_page_token, encode_page_token, page_limit};
 use crate::{ServiceError, Services};
@@ -22,12 +23,42 @@ pub(crate) fn parse_tenant(field: &str, id: &str) -> Result<TenantId, ServiceErr
 }
 
 impl Services {
-    /// Records a tenant named by a valid token, so it is listed like a created one.
-    pub async fn ensure_tenant(&self, tenant: &TenantId) -> Result<(), ServiceError> {
-        Ok(self.engine.ensure_tenant(tenant, self.clock.now()).await?)
+    /// Records a tenant named by a valid token issued at `issued_at_seconds` (its `iat`
+    /// claim), so it is listed like a created one.
+    ///
+    /// Deleting a tenant revokes the tokens issued before: a token whose `iat` is not after
+    /// the deletion (token times have one-second precision, so a token issued in the second of
+    /// the deletion is refused too), or that has no `iat`, answers
+    /// [`ServiceError::TenantDeleted`] and re-creates nothing. A token issued later re-creates
+    /// the tenant with default quotas; old tokens stay refused.
+    pub async fn ensure_tenant(
+        &self,
+        tenant: &TenantId,
+        issued_at_seconds: Option<u64>,
+    ) -> Result<(), ServiceError> {
+        let issued_at = issued_at_seconds.map(|s| s.saturating_mul(1000));
+        Ok(self
+            .engine
+            .ensure_tenant(tenant, issued_at, self.clock.now())
+            .await?)
     }
 
-    /// Creates a tenant; `Conflict` if it exists (also when only tokens named it).
+    /// The earliest `iat` (seconds since the epoch) a token for `tenant` may carry to be
+    /// accepted: the second after its last deletion, if it was ever deleted. Minting with it
+    /// keeps a token minted in the second of a deletion usable.
+    pub async fn first_valid_issue_second(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Option<u64>, ServiceError> {
+        Ok(self
+            .engine
+            .tenant_deleted_at(tenant)
+            .await?
+            .map(|deleted_at| deleted_at / 1000 + 1))
+    }
+
+    /// Creates a tenant; `Conflict` if it exists (also when only tokens named it). Tokens
+    /// issued before an earlier deletion of the id stay refused.
     pub async fn create_tenant(
         &self,
         id: &str,
@@ -63,10 +94,11 @@ impl Services {
         Ok(record)
     }
 
-    /// Deletes a tenant with all its resources.
+    /// Deletes a tenant with all its resources and revokes the tokens issued until now (see
+    /// [`ensure_tenant`](Self::ensure_tenant)).
     pub async fn delete_tenant(&self, id: &str) -> Result<(), ServiceError> {
         let id = parse_tenant("id", id)?;
-        if self.engine.delete_tenant(&id).await? {
+        if self.engine.delete_tenant(&id, self.clock.now()).await? {
             Ok(())
         } else {
             Err(ServiceError::TenantNotFound)
@@ -98,20 +130,5 @@ impl Services {
             tenants,
             next_token,
         })
-    }
-
-    /// Refuses a new queue when the tenant owns `max_queues` already.
-    pub(crate) async fn check_queue_quota(&self, tenant: &TenantId) -> Result<(), ServiceError> {
-        let Some(record) = self.engine.get_tenant(tenant).await? else {
-            return Ok(());
-        };
-        if let Some(max) = record.quotas.max_queues {
-            if self.engine.count_queues(tenant).await? >= max {
-                return Err(ServiceError::QuotaExceeded(format!(
-                    "tenant {tenant} may own at most {max} queues"
-                )));
-            }
-        }
-        Ok(())
     }
 }

@@ -128,6 +128,22 @@ impl QueueEntry {
 
 type QueueMap = BTreeMap<TenantId, BTreeMap<QueueName, Arc<QueueEntry>>>;
 type TenantMap = BTreeMap<TenantId, TenantRecord>;
+/// Per deleted tenant, when its last deletion happened.
+type TombstoneMap = HashMap<TenantId, Millis>;
+
+/// Refuses a token issued at or before the tenant's last deletion (or with no issue time).
+fn check_tombstone(
+    tombstones: &TombstoneMap,
+    id: &TenantId,
+    issued_at: Option<Millis>,
+) -> Result<(), EngineError> {
+    match tombstones.get(id) {
+        Some(&deleted_at) if issued_at.is_none_or(|at| at <= deleted_at) => {
+            Err(EngineError::TenantDeleted { deleted_at })
+        }
+        _ => Ok(()),
+    }
+}
 
 /// The embedded storage engine. See the crate documentation for what its answers guarantee.
 pub struct EmbeddedEngine {
@@ -136,6 +152,8 @@ pub struct EmbeddedEngine {
     queues: Arc<RwLock<QueueMap>>,
     /// Every tenant record (small), so `ensure_tenant` on the hot path costs no I/O.
     tenants: Arc<RwLock<TenantMap>>,
+    /// Tombstones of deleted tenants (small), read on every authenticated request.
+    tombstones: Arc<RwLock<TombstoneMap>>,
     /// Serialises catalog changes (queues, tenants) across their commit, so two creations of
     /// one name cannot both win. These are rare; message operations never take it.
     admin: tokio::sync::Mutex<()>,
@@ -243,6 +261,12 @@ impl EmbeddedEngine {
             .into_iter()
             .map(|t| (t.id.clone(), t))
             .collect();
+        let mut tombstones = TombstoneMap::new();
+        for (id, deleted_at) in catalog.tombstones {
+            let id = TenantId::parse(&id)
+                .map_err(|_| EngineError::Internal(format!("corrupt tenant tombstone {id:?}")))?;
+            tombstones.insert(id, deleted_at);
+        }
         tracing::info!(
             dir = %dir.display(),
             queues = queues.values().map(BTreeMap::len).sum::<usize>(),
@@ -253,6 +277,7 @@ impl EmbeddedEngine {
             store: Store::start(db, options.commit_mode)?,
             queues: Arc::new(RwLock::new(queues)),
             tenants: Arc::new(RwLock::new(tenants)),
+            tombstones: Arc::new(RwLock::new(tombstones)),
             admin: tokio::sync::Mutex::new(()),
             handle_key,
         })
@@ -398,11 +423,19 @@ impl Engine for EmbeddedEngine {
         }
     }
 
-    async fn ensure_tenant(&self, id: &TenantId, now: Millis) -> Result<(), EngineError> {
+    async fn ensure_tenant(
+        &self,
+        id: &TenantId,
+        issued_at: Option<Millis>,
+        now: Millis,
+    ) -> Result<(), EngineError> {
+        check_tombstone(&read(&self.tombstones), id, issued_at)?;
         if read(&self.tenants).contains_key(id) {
             return Ok(());
         }
         let _admin = self.admin.lock().await;
+        // A deletion may have committed while this call waited for the lock.
+        check_tombstone(&read(&self.tombstones), id, issued_at)?;
         if read(&self.tenants).contains_key(id) {
             return Ok(());
         }
@@ -434,6 +467,10 @@ impl Engine for EmbeddedEngine {
         Ok(read(&self.tenants).get(id).cloned())
     }
 
+    async fn tenant_deleted_at(&self, id: &TenantId) -> Result<Option<Millis>, EngineError> {
+        Ok(read(&self.tombstones).get(id).copied())
+    }
+
     async fn list_tenants(
         &self,
         after: Option<&TenantId>,
@@ -448,7 +485,10 @@ impl Engine for EmbeddedEngine {
             .collect())
     }
 
-    async fn delete_tenant(&self, id: &TenantId) -> Result<bool, EngineError> {
+    async fn delete_tenant(&self, id: &TenantId, now: Millis) -> Result<bool, EngineError> {
+        // Under the catalog lock, which put_queue holds from its quota check to its commit:
+        // a creation either committed before (and its queue is closed here) or runs after
+        // (and meets the tombstone).
         let _admin = self.admin.lock().await;
         let existed = read(&self.tenants).contains_key(id);
         // Its queues go even if the record does not exist (queues may be created for a tenant
@@ -462,15 +502,19 @@ impl Engine for EmbeddedEngine {
         if !existed && ops.is_empty() {
             return Ok(false);
         }
+        // Never moves back, should the clock.
+        let deleted_at = read(&self.tombstones).get(id).map_or(now, |&t| t.max(now));
         ops.push(WriteOp::DeleteTenant {
             id: id.as_str().to_owned(),
+            deleted_at,
         });
-        let tenants = Arc::clone(&self.tenants);
+        let (tenants, tombstones) = (Arc::clone(&self.tenants), Arc::clone(&self.tombstones));
         let id = id.clone();
         self.store
             .submit_then(ops, move |committed| {
                 if committed.is_ok() {
                     write(&tenants).remove(&id);
+                    write(&tombstones).insert(id, deleted_at);
                 }
             })
             .wait()
@@ -484,8 +528,31 @@ impl Engine for EmbeddedEngine {
         config: QueueConfig,
         now: Millis,
     ) -> Result<(QueueInfo, bool), EngineError> {
+        // The catalog lock makes the quota check and the creation one step: every creation
+        // and deletion of a queue or tenant runs under it and commits before releasing it.
         let _admin = self.admin.lock().await;
         let existing = self.queue(key).ok();
+        if existing.is_none() {
+            let tenant = read(&self.tenants).get(&key.tenant).cloned();
+            match tenant {
+                // Deleted and not named since: it owns nothing any more.
+                None => {
+                    if let Some(&deleted_at) = read(&self.tombstones).get(&key.tenant) {
+                        return Err(EngineError::TenantDeleted { deleted_at });
+                    }
+                }
+                Some(record) => {
+                    if let Some(max_queues) = record.quotas.max_queues {
+                        if self.count_queues(&key.tenant).await? >= max_queues {
+                            return Err(EngineError::QuotaExceeded {
+                                tenant: key.tenant.to_string(),
+                                max_queues,
+                            });
+                        }
+                    }
+                }
+            }
+        }
         let (uid, created_at) = match &existing {
             Some(entry) => (entry.uid, entry.created_at),
             // Zero is never used, so no handle with an all-zero prefix can ever be valid.

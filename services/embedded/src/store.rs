@@ -8,6 +8,7 @@
 //! |-------------|----------------------|------------------------------------------------|
 //! | `meta`      | `&str`               | `u64` (the format version)                     |
 //! | `tenants`   | tenant id            | [`TenantRecord`]                               |
+//! | `tenant_tombstones` | tenant id    | `u64`: when the tenant was last deleted (ms)   |
 //! | `queues`    | `"tenant/name"`      | [`QueueRecord`]                                |
 //! | `queue_seq` | queue uid            | next sequence number to hand out               |
 //! | `msg_meta`  | `(uid, seq)`         | [`MetaRecord`] (small: scanned at start-up)    |
@@ -44,6 +45,8 @@ use crate::CommitMode;
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const TENANTS: TableDefinition<&str, &[u8]> = TableDefinition::new("tenants");
+/// A new table needs no format bump: it is created when missing and older builds ignore it.
+const TOMBSTONES: TableDefinition<&str, u64> = TableDefinition::new("tenant_tombstones");
 const QUEUES: TableDefinition<&str, &[u8]> = TableDefinition::new("queues");
 const QUEUE_SEQ: TableDefinition<u64, u64> = TableDefinition::new("queue_seq");
 const MSG_META: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("msg_meta");
@@ -126,8 +129,11 @@ pub(crate) enum WriteOp {
         id: String,
         record: Vec<u8>,
     },
+    /// The record goes; the tombstone (kept forever: a few bytes per deleted tenant) records
+    /// when, so tokens issued before stay refused.
     DeleteTenant {
         id: String,
+        deleted_at: Millis,
     },
     PutQueue {
         key: String,
@@ -168,6 +174,8 @@ pub(crate) enum WriteOp {
 #[derive(Debug, Default)]
 pub(crate) struct Catalog {
     pub tenants: Vec<TenantRecord>,
+    /// `(tenant id, when last deleted)`.
+    pub tombstones: Vec<(String, Millis)>,
     /// `("tenant/name", record, recorded next seq)`.
     pub queues: Vec<(String, QueueRecord, u64)>,
 }
@@ -213,6 +221,7 @@ pub(crate) fn open_database(path: &Path) -> Result<Database, EngineError> {
             }
         }
         txn.open_table(TENANTS).map_err(internal)?;
+        txn.open_table(TOMBSTONES).map_err(internal)?;
         txn.open_table(QUEUES).map_err(internal)?;
         txn.open_table(QUEUE_SEQ).map_err(internal)?;
         txn.open_table(MSG_META).map_err(internal)?;
@@ -321,6 +330,11 @@ pub(crate) fn read_catalog(db: &Database) -> Result<Catalog, EngineError> {
         catalog
             .tenants
             .push(decode(value.value(), "tenant record")?);
+    }
+    let tombstones = txn.open_table(TOMBSTONES).map_err(internal)?;
+    for row in tombstones.iter().map_err(internal)? {
+        let (id, at) = row.map_err(internal)?;
+        catalog.tombstones.push((id.value().to_owned(), at.value()));
     }
     let seqs = txn.open_table(QUEUE_SEQ).map_err(internal)?;
     let queues = txn.open_table(QUEUES).map_err(internal)?;
@@ -659,6 +673,7 @@ fn commit(db: &Database, batch: &[Job]) -> Result<(), EngineError> {
 
 fn apply_all(txn: &WriteTransaction, batch: &[Job]) -> Result<(), redb::Error> {
     let mut tenants = txn.open_table(TENANTS)?;
+    let mut tombstones = txn.open_table(TOMBSTONES)?;
     let mut queues = txn.open_table(QUEUES)?;
     let mut queue_seq = txn.open_table(QUEUE_SEQ)?;
     let mut meta = txn.open_table(MSG_META)?;
@@ -669,8 +684,9 @@ fn apply_all(txn: &WriteTransaction, batch: &[Job]) -> Result<(), redb::Error> {
             WriteOp::PutTenant { id, record } => {
                 tenants.insert(id.as_str(), record.as_slice())?;
             }
-            WriteOp::DeleteTenant { id } => {
+            WriteOp::DeleteTenant { id, deleted_at } => {
                 tenants.remove(id.as_str())?;
+                tombstones.insert(id.as_str(), *deleted_at)?;
             }
             WriteOp::PutQueue { key, record } => {
                 queues.insert(key.as_str(), record.as_slice())?;

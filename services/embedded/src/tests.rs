@@ -224,7 +224,7 @@ async fn deleting_a_tenant_removes_its_queues_on_disk() {
     let keep = key("stay", "q");
     {
         let engine = open(dir.path(), CommitMode::Group);
-        engine.ensure_tenant(&t, 1).await.unwrap();
+        engine.ensure_tenant(&t, None, 1).await.unwrap();
         for k in [&q, &keep] {
             engine
                 .put_queue(k, QueueConfig::with_defaults(1024), 0)
@@ -232,10 +232,17 @@ async fn deleting_a_tenant_removes_its_queues_on_disk() {
                 .unwrap();
             engine.send(k, vec![message("m", 0)], 0).await.unwrap();
         }
-        assert!(engine.delete_tenant(&t).await.unwrap());
-        assert!(!engine.delete_tenant(&t).await.unwrap());
+        assert!(engine.delete_tenant(&t, 5_000).await.unwrap());
+        assert!(!engine.delete_tenant(&t, 6_000).await.unwrap());
     }
     let engine = open(dir.path(), CommitMode::Group);
+    assert_eq!(engine.get_tenant(&t).await.unwrap(), None);
+    // The tombstone is on disk: tokens issued before the deletion stay refused.
+    assert_eq!(engine.tenant_deleted_at(&t).await.unwrap(), Some(5_000));
+    assert_eq!(
+        engine.ensure_tenant(&t, Some(5_000), 7_000).await,
+        Err(EngineError::TenantDeleted { deleted_at: 5_000 })
+    );
     assert_eq!(engine.get_tenant(&t).await.unwrap(), None);
     assert_eq!(engine.get_queue(&q, 0).await.unwrap(), None);
     assert_eq!(engine.count_queues(&t).await.unwrap(), 0);

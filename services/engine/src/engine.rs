@@ -77,9 +77,21 @@ pub trait Engine: Send + Sync + 'static {
     /// Reachability check for readiness probes.
     async fn ping(&self) -> Result<(), EngineError>;
 
-    /// Records that a tenant exists (named by a valid token) unless it already does.
-    async fn ensure_tenant(&self, id: &TenantId, now: Millis) -> Result<(), EngineError>;
-    /// Creates a tenant; [`EngineError::AlreadyExists`] if it exists.
+    /// Records that a tenant exists (named by a valid token issued at `issued_at`) unless it
+    /// already does, with default quotas.
+    ///
+    /// A deleted tenant leaves a tombstone: the instant its deletion began. A token issued at
+    /// or before that instant, or with no issue time, no longer names the tenant: the call
+    /// answers [`EngineError::TenantDeleted`] and creates nothing, also once the tenant exists
+    /// again. A token issued after it re-creates the tenant, fresh.
+    async fn ensure_tenant(
+        &self,
+        id: &TenantId,
+        issued_at: Option<Millis>,
+        now: Millis,
+    ) -> Result<(), EngineError>;
+    /// Creates a tenant; [`EngineError::AlreadyExists`] if it exists. A tombstone stays (tokens
+    /// issued before the deletion keep being refused).
     async fn create_tenant(&self, record: TenantRecord) -> Result<(), EngineError>;
     /// Replaces a tenant's record; [`EngineError::TenantNotFound`] if absent.
     async fn update_tenant(&self, record: TenantRecord) -> Result<(), EngineError>;
@@ -91,11 +103,23 @@ pub trait Engine: Send + Sync + 'static {
         after: Option<&TenantId>,
         limit: usize,
     ) -> Result<Vec<TenantRecord>, EngineError>;
-    /// Deletes a tenant with all its queues and messages; `false` if it did not exist.
-    async fn delete_tenant(&self, id: &TenantId) -> Result<bool, EngineError>;
+    /// Deletes a tenant with all its queues and messages and records its tombstone at `now`;
+    /// `false` if it did not exist (neither a record nor queues).
+    ///
+    /// Atomic against concurrent [`put_queue`](Engine::put_queue) calls: once it answers, no
+    /// queue of the tenant that a `put_queue` started before the answer created survives, and
+    /// every queue of the tenant that answers is listed and counted.
+    async fn delete_tenant(&self, id: &TenantId, now: Millis) -> Result<bool, EngineError>;
+    /// When the tenant was last deleted (its tombstone), if ever.
+    async fn tenant_deleted_at(&self, id: &TenantId) -> Result<Option<Millis>, EngineError>;
 
     /// Creates the queue or replaces its configuration, keeping `created_at` and its messages.
     /// Answers the queue and whether it was created.
+    ///
+    /// Creating a queue checks the tenant record's `max_queues` atomically with the creation
+    /// (concurrent creations never exceed it): past it, [`EngineError::QuotaExceeded`] and
+    /// nothing changes. While the tenant is being deleted, or after its deletion until it
+    /// exists again, [`EngineError::TenantDeleted`].
     async fn put_queue(
         &self,
         key: &QueueKey,

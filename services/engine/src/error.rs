@@ -1,6 +1,7 @@
 //! What can go wrong below the services, classified so the gateway can map each kind to one
 //! status without looking inside.
 
+use crate::Millis;
 use thiserror::Error;
 
 /// An operation on the store failed as a whole.
@@ -15,6 +16,22 @@ pub enum EngineError {
     /// A create met an existing resource.
     #[error("{0} already exists")]
     AlreadyExists(String),
+    /// Creating the queue would take the tenant past its `max_queues` quota; nothing changed.
+    #[error("tenant {tenant} may own at most {max_queues} queues")]
+    QuotaExceeded {
+        /// The tenant.
+        tenant: String,
+        /// Its quota at the time of the refusal.
+        max_queues: u64,
+    },
+    /// The tenant was deleted at `deleted_at`: a token issued before then no longer names it,
+    /// and its queues cannot be created or changed while the deletion runs or until the tenant
+    /// exists again.
+    #[error("the tenant was deleted at {deleted_at} (ms since the epoch)")]
+    TenantDeleted {
+        /// When the deletion began.
+        deleted_at: Millis,
+    },
     /// The store cannot be reached or refuses work for now; retrying later may succeed.
     #[error("store unavailable: {0}")]
     Unavailable(String),

@@ -19,18 +19,24 @@
 //! | `{P:<tenant>:<queue>}:dedup-at` | zset | FIFO: the same keys scored by `accepted_at` (clean-up) |
 //! | `{P:<tenant>:<queue>}:attempt` | hash | FIFO: receive request attempt id → the answer it got (see `receive.lua`) |
 //! | `{P:<tenant>:<queue>}:attempt-at` | zset | FIFO: the same ids scored by when they were answered (clean-up) |
+//! | `{P:<tenant>:<queue>}:fence` | string | the highest tenant generation a tenant deletion voided for this name: `put_queue` refuses registrations of that generation or older (kept for good) |
 //! | `{P}:tenants` | hash | tenant id → tenant record (JSON) |
+//! | `{P}:tenant-deleted` | hash | tenant id → when it was last deleted (ms; its tombstone, kept for good): tokens issued until then are refused |
+//! | `{P}:tenant-gen` | hash | tenant id → its generation, one more per deletion |
+//! | `{P}:tenant-deleting` | hash | tenant id → the generation of the deletion under way (queue registrations are refused meanwhile) |
 //! | `{P}:tenant-ids` | zset | tenant ids, score 0 (ordered listing by `ZRANGEBYLEX`) |
 //! | `{P}:tenant:<tenant>:queues` | zset | the tenant's queue names, score 0 (ordered listing, count) |
 //! | `{P}:queues` | zset | `<tenant>/<queue>` of every queue, scored by when it was last registered (the expiry sweep walks it) |
 //! | `{P}:queue-uids` | hash | `<tenant>/<queue>` → uid of the incarnation it was last registered for |
 //! | `{P}:handle-key` | string | the receipt-handle key (hex), set once with `SET NX` by the first engine to connect and read by every engine at connect |
+//! | `{P}:queue-gens` | hash | `<tenant>/<queue>` → tenant generation of its last registration |
 //!
 //! Pub/sub channel `P:wake` carries `<engine instance> <tenant>/<queue>` after a send (or a
 //! visibility reset to 0, or a queue deletion).
 //!
 //! A standard queue has the first six keys; a FIFO queue (name ending in `.fifo`) has all
-//! fifteen, and its scripts get all fifteen as `KEYS` (that is how a script tells them apart).
+//! fifteen, and its scripts get all fifteen as `KEYS` (that is how a script tells them apart);
+//! `put_queue` and `delete_queue` get the `fence` key after them.
 //! The keys of one queue share one hash tag, so each queue lives in one cluster slot and
 //! each queue operation is one script over one slot. The registries share another tag so that
 //! registering or dropping a queue or tenant is one atomic script; they are touched by
@@ -92,6 +98,11 @@ impl Keys {
         )
     }
 
+    /// The queue's fence: under its hash tag, but not one of the keys deleting it removes.
+    pub fn queue_fence(&self, key: &QueueKey) -> String {
+        format!("{{{}:{}:{}}}:fence", self.prefix, key.tenant, key.name)
+    }
+
     /// How a queue is named in the registry and in wake-ups: `<tenant>/<queue>`.
     pub fn queue_id(key: &QueueKey) -> String {
         format!("{}/{}", key.tenant, key.name)
@@ -118,6 +129,26 @@ impl Keys {
     /// Per registered queue, the uid of the incarnation it was registered for.
     pub fn queue_uids(&self) -> String {
         self.registry("queue-uids")
+    }
+
+    /// Per registered queue, the tenant generation of its registration.
+    pub fn queue_gens(&self) -> String {
+        self.registry("queue-gens")
+    }
+
+    /// Tenant tombstones: when each deleted tenant was last deleted.
+    pub fn tenant_tombstones(&self) -> String {
+        self.registry("tenant-deleted")
+    }
+
+    /// Tenant generations.
+    pub fn tenant_gens(&self) -> String {
+        self.registry("tenant-gen")
+    }
+
+    /// Tenant deletions under way.
+    pub fn tenant_deleting(&self) -> String {
+        self.registry("tenant-deleting")
     }
 
     /// One tenant's queue names.
@@ -166,6 +197,8 @@ mod tests {
         for k in &q.0 {
             assert!(k.starts_with("{sluice:acme:orders.fifo}:"), "{k}");
         }
+        let fence = keys.queue_fence(&key("acme", "orders.fifo"));
+        assert!(fence.starts_with("{sluice:acme:orders.fifo}:") && !q.0.contains(&fence));
         assert_eq!(
             keys.tenant_queues(&TenantId::parse("acme").unwrap()),
             "{sluice}:tenant:acme:queues"

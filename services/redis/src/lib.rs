@@ -88,7 +88,9 @@ pub struct RedisEngine {
     wakers: Arc<wake::Wakers>,
     subscriber: JoinHandle<()>,
     configs: TtlCache<QueueKey, QueueConfig>,
-    known_tenants: TtlCache<TenantId, ()>,
+    /// Tenants known to exist, with their tombstone (when last deleted), so the check of a
+    /// token's issue time costs no round trip either.
+    known_tenants: TtlCache<TenantId, Option<Millis>>,
     /// Per `<tenant>/<queue>`: before this instant (on the callers' clock) no message of the
     /// queue can expire, so the sweep skips it.
     expiry_due: Mutex<HashMap<String, Millis>>,
@@ -234,6 +236,13 @@ impl RedisEngine {
         Call::new(script, keys)
     }
 
+    /// A call of a script that also takes the queue's fence key (put_queue, delete_queue).
+    fn fenced_queue_call(&self, script: &'static redis::Script, key: &QueueKey) -> Call {
+        let QueueKeys(mut keys) = self.keys.queue(key);
+        keys.push(self.keys.queue_fence(key));
+        Call::new(script, keys)
+    }
+
     fn info(&self, key: &QueueKey, d: Described) -> QueueInfo {
         QueueInfo {
             tenant: key.tenant.clone(),
@@ -266,25 +275,50 @@ impl RedisEngine {
             .remove(queue_id);
     }
 
-    fn registry_call(&self, script: &'static redis::Script, key: &QueueKey) -> Call {
-        Call::new(
-            script,
-            [
-                self.keys.all_queues(),
-                self.keys.queue_uids(),
-                self.keys.tenant_queues(&key.tenant),
-            ],
-        )
+    fn registry_keys(&self, tenant: &TenantId) -> Vec<String> {
+        vec![
+            self.keys.all_queues(),
+            self.keys.queue_uids(),
+            self.keys.tenant_queues(tenant),
+            self.keys.queue_gens(),
+        ]
     }
 
-    /// Records the queue (incarnation `uid`) in the registries.
-    async fn register(&self, key: &QueueKey, now: Millis, uid: &str) -> Result<(), EngineError> {
-        let mut call = self.registry_call(&scripts::REGISTER_QUEUE, key);
+    fn registry_call(&self, script: &'static redis::Script, key: &QueueKey) -> Call {
+        Call::new(script, self.registry_keys(&key.tenant))
+    }
+
+    /// Records the queue (incarnation `uid`) in the registries, unless that would take the
+    /// tenant past `max_queues` or the tenant is (being) deleted. Answers the tenant
+    /// generation the registration carries.
+    async fn register(&self, key: &QueueKey, now: Millis, uid: &str) -> Result<u64, EngineError> {
+        let mut keys = self.registry_keys(&key.tenant);
+        keys.extend([
+            self.keys.tenants(),
+            self.keys.tenant_tombstones(),
+            self.keys.tenant_gens(),
+            self.keys.tenant_deleting(),
+        ]);
+        let mut call = Call::new(&scripts::REGISTER_QUEUE, keys);
         call.arg(Keys::queue_id(key))
             .arg(key.name.as_str())
             .arg(now)
-            .arg(uid);
-        self.redis.eval(&call, true).await.map(drop)
+            .arg(uid)
+            .arg(key.tenant.as_str());
+        let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
+        let status = reply.int()?;
+        let value = reply.u64()?;
+        match status {
+            0 => Ok(value),
+            1 => Err(EngineError::QuotaExceeded {
+                tenant: key.tenant.to_string(),
+                max_queues: value,
+            }),
+            _ => {
+                self.known_tenants.remove(&key.tenant);
+                Err(EngineError::TenantDeleted { deleted_at: value })
+            }
+        }
     }
 
     /// Drops a queue from the registries unless it was registered again since: `mode` is
@@ -299,28 +333,52 @@ impl RedisEngine {
         self.redis.eval(&call, true).await.map(drop)
     }
 
-    async fn tenant_put(&self, mode: &str, record: &TenantRecord) -> Result<i64, EngineError> {
+    /// Writes a tenant record (see `tenant_put.lua` for `mode`); `issued_at` is the token's
+    /// issue time for `ensure`. Answers the script's status.
+    async fn tenant_put(
+        &self,
+        mode: &str,
+        record: &TenantRecord,
+        issued_at: Option<Millis>,
+    ) -> Result<i64, EngineError> {
         let mut call = Call::new(
             &scripts::TENANT_PUT,
-            [self.keys.tenants(), self.keys.tenant_ids()],
+            [
+                self.keys.tenants(),
+                self.keys.tenant_ids(),
+                self.keys.tenant_tombstones(),
+            ],
         );
-        call.arg(mode).arg(record.id.as_str()).arg(to_json(record)?);
-        let value = self.redis.eval(&call, true).await?;
-        let written = redis::from_redis_value::<i64>(value)
-            .map_err(|e| EngineError::Internal(format!("tenant_put reply: {e}")))?;
-        if written == 1 || (written == 0 && mode == "ensure") {
-            self.known_tenants.insert(record.id.clone(), ());
+        call.arg(mode)
+            .arg(record.id.as_str())
+            .arg(to_json(record)?)
+            .arg(issued_at.map(|t| t.to_string()).unwrap_or_default());
+        let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
+        let written = reply.int()?;
+        let tombstone = reply.time()?;
+        match (written, tombstone) {
+            (-2, Some(deleted_at)) => return Err(EngineError::TenantDeleted { deleted_at }),
+            (1, _) | (0, _) => {
+                self.known_tenants.insert(record.id.clone(), tombstone);
+            }
+            _ => {}
         }
         Ok(written)
     }
 
     /// Deletes one queue's keys; answers the uid of the incarnation deleted, if it existed.
-    /// Leaves the registries alone.
-    async fn drop_queue(&self, key: &QueueKey) -> Result<Option<String>, EngineError> {
+    /// Leaves the registries alone. `fence` (tenant deletion only) voids registrations of
+    /// that tenant generation or older for this name, whether the queue exists yet or not.
+    async fn drop_queue(
+        &self,
+        key: &QueueKey,
+        fence: Option<u64>,
+    ) -> Result<Option<String>, EngineError> {
         let queue_id = Keys::queue_id(key);
-        let mut call = self.queue_call(&scripts::DELETE_QUEUE, key);
+        let mut call = self.fenced_queue_call(&scripts::DELETE_QUEUE, key);
         call.arg(self.keys.wake_channel())
-            .arg(self.wakers.payload(&queue_id));
+            .arg(self.wakers.payload(&queue_id))
+            .arg(fence.map(|f| f.to_string()).unwrap_or_default());
         let deleted = match self.run_queue(key, &call, true).await? {
             Some(mut reply) => Some(reply.text()?),
             None => None,
@@ -450,31 +508,51 @@ impl Engine for RedisEngine {
             .map(drop)
     }
 
-    async fn ensure_tenant(&self, id: &TenantId, now: Millis) -> Result<(), EngineError> {
-        // Asked on every authenticated request: answered from memory while recently seen.
-        if self.known_tenants.get(id).is_some() {
-            return Ok(());
+    async fn ensure_tenant(
+        &self,
+        id: &TenantId,
+        issued_at: Option<Millis>,
+        now: Millis,
+    ) -> Result<(), EngineError> {
+        // Asked on every authenticated request: answered from memory while recently seen (a
+        // deletion through another gateway is seen here within the cache's TTL; the queue
+        // registrations it makes refuse the tenant at once).
+        if let Some(tombstone) = self.known_tenants.get(id) {
+            return match tombstone {
+                Some(deleted_at) if issued_at.is_none_or(|at| at <= deleted_at) => {
+                    Err(EngineError::TenantDeleted { deleted_at })
+                }
+                _ => Ok(()),
+            };
         }
         let record = TenantRecord {
             id: id.clone(),
             quotas: Quotas::default(),
             created_at: now,
         };
-        self.tenant_put("ensure", &record).await.map(drop)
+        self.tenant_put("ensure", &record, issued_at)
+            .await
+            .map(drop)
     }
 
     async fn create_tenant(&self, record: TenantRecord) -> Result<(), EngineError> {
-        match self.tenant_put("create", &record).await? {
+        match self.tenant_put("create", &record, None).await? {
             1 => Ok(()),
             _ => Err(EngineError::AlreadyExists(format!("tenant {}", record.id))),
         }
     }
 
     async fn update_tenant(&self, record: TenantRecord) -> Result<(), EngineError> {
-        match self.tenant_put("update", &record).await? {
+        match self.tenant_put("update", &record, None).await? {
             1 => Ok(()),
             _ => Err(EngineError::TenantNotFound),
         }
+    }
+
+    async fn tenant_deleted_at(&self, id: &TenantId) -> Result<Option<Millis>, EngineError> {
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(self.keys.tenant_tombstones()).arg(id.as_str());
+        self.redis.query(&cmd).await
     }
 
     async fn get_tenant(&self, id: &TenantId) -> Result<Option<TenantRecord>, EngineError> {
@@ -513,40 +591,55 @@ impl Engine for RedisEngine {
             .collect()
     }
 
-    async fn delete_tenant(&self, id: &TenantId) -> Result<bool, EngineError> {
-        let mut names = redis::cmd("ZRANGE");
-        names.arg(self.keys.tenant_queues(id)).arg(0).arg(-1);
-        let names: Vec<String> = self.redis.query(&names).await?;
+    async fn delete_tenant(&self, id: &TenantId, now: Millis) -> Result<bool, EngineError> {
+        // Three steps, because a tenant's registry and its queues live in different cluster
+        // slots: begin (record, tombstone, deletion mark: registrations refused from now on),
+        // fence and delete each registered queue, then drop the registry entries and the mark.
+        // tenant_delete_begin.lua argues why no interleaving with put_queue leaves a live
+        // queue outside the registries.
+        let mut begin = Call::new(
+            &scripts::TENANT_DELETE_BEGIN,
+            [
+                self.keys.tenants(),
+                self.keys.tenant_ids(),
+                self.keys.tenant_tombstones(),
+                self.keys.tenant_gens(),
+                self.keys.tenant_deleting(),
+                self.keys.tenant_queues(id),
+            ],
+        );
+        begin.arg(id.as_str()).arg(now);
+        self.known_tenants.remove(id);
+        let mut reply = Reply::new(self.redis.eval(&begin, true).await?)?;
+        let existed = reply.int()? == 1;
+        let fence = reply.u64()?;
+        let mut names = Vec::new();
+        while !reply.is_empty() {
+            names.push(reply.text()?);
+        }
+        if !existed && names.is_empty() {
+            return Ok(false);
+        }
         let keys: Vec<QueueKey> = names
             .iter()
             .filter_map(|n| QueueName::parse(n).ok())
             .map(|name| QueueKey::new(id.clone(), name))
             .collect();
-        // Queues first, then the registry entries and the record in one script: a crash in
-        // between leaves entries naming missing queues, which readers skip.
         stream::iter(
             keys.into_iter()
-                .map(|key| async move { self.drop_queue(&key).await }),
+                .map(|key| async move { self.drop_queue(&key, Some(fence)).await }),
         )
         .buffer_unordered(FAN_OUT)
         .try_for_each(|_| async { Ok(()) })
         .await?;
-        let mut call = Call::new(
-            &scripts::TENANT_DELETE,
-            [
-                self.keys.tenants(),
-                self.keys.tenant_ids(),
-                self.keys.all_queues(),
-                self.keys.queue_uids(),
-                self.keys.tenant_queues(id),
-            ],
-        );
-        call.arg(id.as_str());
-        let existed: i64 = redis::from_redis_value(self.redis.eval(&call, true).await?)
-            .map_err(|e| EngineError::Internal(format!("tenant_delete reply: {e}")))?;
+        let mut keys = self.registry_keys(id);
+        keys.push(self.keys.tenant_deleting());
+        let mut end = Call::new(&scripts::TENANT_DELETE, keys);
+        end.arg(id.as_str()).arg(fence);
+        self.redis.eval(&end, true).await?;
         self.known_tenants.remove(id);
         self.configs.retain(|k| &k.tenant != id);
-        Ok(existed == 1)
+        Ok(existed)
     }
 
     async fn put_queue(
@@ -559,8 +652,9 @@ impl Engine for RedisEngine {
         // queue (skipped by readers, dropped by the sweep), never a queue nobody lists or
         // sweeps. Zero is never issued, so an all-zero handle prefix is never valid.
         let uid = rand::random::<u64>().max(1).to_string();
-        self.register(key, now, &uid).await?;
-        let mut call = self.queue_call(&scripts::PUT_QUEUE, key);
+        // Admits the creation (quota, tenant not deleted) atomically with the registration.
+        let generation = self.register(key, now, &uid).await?;
+        let mut call = self.fenced_queue_call(&scripts::PUT_QUEUE, key);
         call.arg(now)
             .arg(&uid)
             .arg(to_json(&config)?)
@@ -569,9 +663,18 @@ impl Engine for RedisEngine {
             .arg(match config.deduplication_scope {
                 DeduplicationScope::Queue => "queue",
                 DeduplicationScope::MessageGroup => "message_group",
-            });
+            })
+            .arg(generation);
         let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
-        let created = reply.int()? == 1;
+        let created = match reply.int()? {
+            // A tenant deletion began after our registration and fenced this name: its walk
+            // drops our entry; nothing was created.
+            -1 => {
+                let deleted_at = self.tenant_deleted_at(&key.tenant).await?.unwrap_or(now);
+                return Err(EngineError::TenantDeleted { deleted_at });
+            }
+            status => status == 1,
+        };
         let described = Described::read(&mut reply)?;
         if described.uid != uid {
             // The queue existed: register it for its actual incarnation, so that deleting it
@@ -671,7 +774,7 @@ impl Engine for RedisEngine {
     }
 
     async fn delete_queue(&self, key: &QueueKey) -> Result<bool, EngineError> {
-        let Some(uid) = self.drop_queue(key).await? else {
+        let Some(uid) = self.drop_queue(key, None).await? else {
             // An entry left by a crash, if any, is dropped by the expiry sweep.
             return Ok(false);
         };

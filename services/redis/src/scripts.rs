@@ -58,4 +58,9 @@ registry_script!(
     "unregister_queue.lua"
 );
 registry_script!(TENANT_PUT, "#!lua flags=allow-oom", "tenant_put.lua");
+registry_script!(
+    TENANT_DELETE_BEGIN,
+    "#!lua flags=allow-oom",
+    "tenant_delete_begin.lua"
+);
 registry_script!(TENANT_DELETE, "#!lua flags=allow-oom", "tenant_delete.lua");

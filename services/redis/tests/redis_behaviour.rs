@@ -1,7 +1,7 @@
 //! What only the Redis engine has to get right, beyond the conformance suite: scripts survive
 //! `SCRIPT FLUSH`, one Redis call per hot operation, wake-ups across engines, concurrent
-//! expiry, outages, the eviction-policy check, replicas with `WAIT`, and durability with
-//! `appendfsync always` across a SIGKILL. Tests that change a server's state get a server of
+//! expiry, tenant-deletion fences, outages, the eviction-policy check, replicas with `WAIT`,
+//! and durability with `appendfsync always` across a SIGKILL. Tests that change a server's state get a server of
 //! their own; the others share one and isolate themselves by key prefix.
 
 use sluice_engine::{
@@ -155,7 +155,7 @@ async fn send_receive_and_delete_batches_are_one_redis_call_each() {
         .put_queue(&tenant, "q", QueueConfigPatch::default())
         .await
         .unwrap();
-    services.ensure_tenant(&tenant).await.unwrap();
+    services.ensure_tenant(&tenant, None).await.unwrap();
     // Warm up: each script is loaded into this fresh server on its first use (NOSCRIPT, then
     // SCRIPT LOAD and EVALSHA again), once per server and not per call.
     let q = key("q");
@@ -183,7 +183,7 @@ async fn send_receive_and_delete_batches_are_one_redis_call_each() {
             },
         })
         .collect();
-    services.ensure_tenant(&tenant).await.unwrap();
+    services.ensure_tenant(&tenant, None).await.unwrap();
     let sent = services.send_batch(&tenant, "q", entries).await.unwrap();
     assert_eq!(sent.successful.len(), 10);
     assert_eq!(
@@ -281,7 +281,7 @@ async fn fifo_send_receive_and_delete_batches_are_one_redis_call_each() {
         .put_queue(&tenant, "q.fifo", QueueConfigPatch::default())
         .await
         .unwrap();
-    services.ensure_tenant(&tenant).await.unwrap();
+    services.ensure_tenant(&tenant, None).await.unwrap();
     let fifo = |i: usize, group: &str| SendRequest {
         body: format!("m{i}"),
         group_id: Some(group.to_owned()),
@@ -588,6 +588,54 @@ async fn deleting_a_queue_drops_only_its_own_registry_entry() {
     engine.expire(NOW + 61_000).await.unwrap();
     assert_eq!(engine.count_queues(&tenant).await.unwrap(), 0);
     assert!(!engine.delete_queue(&q).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_name_refuses_registrations_made_before_the_tenant_deletion() {
+    let server = shared_server();
+    let prefix = unique_prefix("fence");
+    let engine = engine(&server.url(), &prefix).await;
+    let q = key("q");
+    let tenant = q.tenant.clone();
+    engine.ensure_tenant(&tenant, None, NOW).await.unwrap();
+    // As if a tenant deletion of generation 0 had fenced the name after our registration (of
+    // generation 0) and before our creation reached the queue's slot.
+    server
+        .query(&["SET", &format!("{{{prefix}:acme:q}}:fence"), "0"])
+        .unwrap();
+    assert!(matches!(
+        engine.put_queue(&q, config(), NOW).await,
+        Err(EngineError::TenantDeleted { .. })
+    ));
+    assert_eq!(engine.get_queue(&q, NOW).await.unwrap(), None);
+    // A deletion begins (the generation moves on), then stops midway: its mark stays, so
+    // creations stay refused, until the deletion is retried.
+    assert!(engine.delete_tenant(&tenant, NOW).await.unwrap());
+    server
+        .query(&[
+            "HSET",
+            &format!("{{{prefix}}}:tenant-deleting"),
+            "acme",
+            "1",
+        ])
+        .unwrap();
+    engine
+        .ensure_tenant(&tenant, Some(NOW + 1_000), NOW + 1_000)
+        .await
+        .unwrap();
+    assert!(matches!(
+        engine.put_queue(&q, config(), NOW).await,
+        Err(EngineError::TenantDeleted { .. })
+    ));
+    assert!(engine.delete_tenant(&tenant, NOW + 2_000).await.unwrap());
+    engine
+        .ensure_tenant(&tenant, Some(NOW + 3_000), NOW + 3_000)
+        .await
+        .unwrap();
+    // Registrations of the new generation pass the old fence.
+    let (_, created) = engine.put_queue(&q, config(), NOW + 3_000).await.unwrap();
+    assert!(created);
+    assert_eq!(engine.count_queues(&tenant).await.unwrap(), 1);
 }
 
 fn unavailable<T: std::fmt::Debug>(answer: Result<T, EngineError>) -> bool {

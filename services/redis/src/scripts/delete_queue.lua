@@ -1,14 +1,25 @@
 -- delete_queue: removes the queue and every message; wakes its listeners (they look again
 -- and find it gone). A later put_queue creates a new incarnation with a new uid, so handles
 -- of this one become invalid.
--- KEYS: the queue's keys (see the prelude).
+-- KEYS: the queue's keys (see the prelude), then its fence key.
 -- ARGV[1] wake channel
 -- ARGV[2] wake payload
+-- ARGV[3] tenant deletion only: the fence generation G. Registrations of generation <= G are
+--         void for this name from now on (put_queue refuses them), whether the queue exists
+--         yet or not; '' for a plain queue deletion
 -- Reply: {1, uid of the deleted incarnation} if it existed, {0} if not
+if ARGV[3] ~= '' then
+  local fence = tonumber(redis.call('GET', FENCE) or '-1')
+  if tonumber(ARGV[3]) > fence then
+    -- Kept for good (a few bytes per name a tenant deletion walked): a put_queue that
+    -- registered before the deletion may reach this slot arbitrarily late.
+    redis.call('SET', FENCE, ARGV[3])
+  end
+end
 if redis.call('EXISTS', META) == 0 then
   return { 0 }
 end
 local uid = redis.call('HGET', META, 'uid')
-redis.call('UNLINK', unpack(KEYS))
+redis.call('UNLINK', unpack(KEYS, 1, QUEUE_KEYS))
 redis.call('PUBLISH', ARGV[1], ARGV[2])
 return { 1, uid }

@@ -31,7 +31,13 @@
 -- script reads the server's clock. Every script checks that the queue exists (and whatever
 -- else it must) before it changes anything.
 local META, VIS, RCV, SENT, MSG, RX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local FIFO = #KEYS > 6
+-- put_queue and delete_queue also take the queue's fence key after these (KEYS[7] or
+-- KEYS[16]; see tenant_delete_begin.lua). QUEUE_KEYS counts the queue's own keys.
+local QUEUE_KEYS, FENCE = #KEYS, nil
+if #KEYS == 7 or #KEYS == 16 then
+  QUEUE_KEYS, FENCE = #KEYS - 1, KEYS[#KEYS]
+end
+local FIFO = QUEUE_KEYS > 6
 local READY, WAIT, GROUP, GMSG, MGRP = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local DEDUP, DEDUP_AT, ATTEMPT, ATTEMPT_AT = KEYS[12], KEYS[13], KEYS[14], KEYS[15]
 -- FIFO: groups whose messages changed during this script; settle_dirty places them again.

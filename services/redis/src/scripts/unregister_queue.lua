@@ -4,6 +4,7 @@
 -- KEYS[1] {P}:queues
 -- KEYS[2] {P}:queue-uids
 -- KEYS[3] {P}:tenant:<tenant>:queues
+-- KEYS[4] {P}:queue-gens
 -- ARGV[1] '<tenant>/<queue>'
 -- ARGV[2] the queue name
 -- ARGV[3] 'uid': drop it only if it was last registered for the uid in ARGV[4] (the
@@ -24,4 +25,5 @@ end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[2])
+redis.call('HDEL', KEYS[4], ARGV[1])
 return 1
