@@ -8,5 +8,6 @@ pub mod dto;
 pub mod error;
 pub mod extract;
 pub mod routes;
+pub mod serve;
 pub mod startup;
 pub mod state;
