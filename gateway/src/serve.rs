@@ -484,7 +484,7 @@ struct TimedBody {
     body: Incoming,
     timeout: Duration,
     deadline: Instant,
-    /// Made on the first read: most bodies are read at once or never.
+    /// Made when a read first has to wait: most bodies are already buffered when read.
     sleep: Option<Pin<Box<Sleep>>>,
 }
 
@@ -497,17 +497,22 @@ impl hyper::body::Body for TimedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
-        let deadline = this.deadline;
-        let sleep = this
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        // Checked before reading, so that a trickle of bytes cannot keep the body alive.
-        if sleep.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Some(Err(Box::new(BodyTimeout(this.timeout)))));
+        let timed_out = || Poll::Ready(Some(Err(BodyTimeout(this.timeout).into())));
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            // Checked on every frame too, so that a trickle of bytes cannot keep the body alive.
+            Poll::Ready(Some(Ok(_))) if Instant::now() >= this.deadline => timed_out(),
+            Poll::Ready(frame) => Poll::Ready(frame.map(|result| result.map_err(Into::into))),
+            Poll::Pending => {
+                let deadline = this.deadline;
+                let sleep = this
+                    .sleep
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                match sleep.as_mut().poll(cx) {
+                    Poll::Ready(()) => timed_out(),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
         }
-        Pin::new(&mut this.body)
-            .poll_frame(cx)
-            .map(|frame| frame.map(|result| result.map_err(Into::into)))
     }
 
     fn is_end_stream(&self) -> bool {
