@@ -373,21 +373,21 @@ async fn a_long_poll_longer_than_the_idle_timeout_answers_normally() {
 
 #[tokio::test]
 async fn sigterm_lets_a_long_poll_in_flight_finish() {
-    let (mut server, mut lines) = start_logged(&[], "info");
+    // The request trace tells when the long poll has reached the server.
+    let (mut server, mut lines) = start_logged(&[], "info,tower_http=debug");
     await_line(&mut lines, "connection bounds").await;
     let t = tenant_token("acme");
     assert_eq!(
         server.call(Method::PUT, "/v1/queues/q", &t, None).await.0,
         201
     );
+    await_line(&mut lines, "finished processing request").await;
     let poll = server
         .request(Method::POST, "/v1/queues/q/messages/receive", &t)
         .json(&json!({"wait_seconds": 2}))
         .send();
     let poll = tokio::spawn(poll);
-    // No event tells that the poll reached the server; it has once it is past the TCP and
-    // HTTP round trip, well within this.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    await_line(&mut lines, "started processing request").await;
     let killed = Command::new("kill")
         .args(["-TERM", &server.child.id().to_string()])
         .status()
