@@ -78,6 +78,19 @@ pub struct CommonArgs {
     /// Redis: bound on every call, in milliseconds; past it requests answer 503. Default 5000.
     #[arg(long, env = "SLUICE_REDIS_TIMEOUT_MS")]
     pub redis_timeout_ms: Option<u64>,
+    /// Connections served at once; more wait in the listen backlog. Default: derived from the
+    /// file-descriptor limit (at most 65536).
+    #[arg(long, env = "SLUICE_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Seconds a client may take to send a request's headers (1–3600). Default 10.
+    #[arg(long, env = "SLUICE_HEADER_TIMEOUT_SECONDS")]
+    pub header_timeout_seconds: Option<u64>,
+    /// Seconds a keep-alive connection may sit idle between requests (1–3600). Default 60.
+    #[arg(long, env = "SLUICE_IDLE_TIMEOUT_SECONDS")]
+    pub idle_timeout_seconds: Option<u64>,
+    /// Seconds a client may take to send a request's body (1–3600). Default 30.
+    #[arg(long, env = "SLUICE_BODY_TIMEOUT_SECONDS")]
+    pub body_timeout_seconds: Option<u64>,
 }
 
 /// `sluice token`.
@@ -129,6 +142,20 @@ pub enum Store {
     },
 }
 
+/// Bounds on connections, as configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Connections served at once; `None` derives it from the file-descriptor limit at start.
+    pub max_connections: Option<usize>,
+    /// How long a request's headers may take to arrive, counted from its first byte (or from
+    /// the connection's opening, for its first request).
+    pub header_timeout: Duration,
+    /// How long a connection may sit with no request in progress and nothing moving.
+    pub idle_timeout: Duration,
+    /// How long a request's body may take to arrive, counted from the end of its headers.
+    pub body_timeout: Duration,
+}
+
 /// Validated settings. Secrets in them are [`Secret`]s: `Debug` shows none.
 #[derive(Debug)]
 pub struct Settings {
@@ -146,6 +173,8 @@ pub struct Settings {
     pub audience: Option<String>,
     /// Server-wide message size limit.
     pub max_message_bytes: u32,
+    /// Connection limit and timeouts.
+    pub connections: ConnectionLimits,
 }
 
 const GENERATED_KEY_FILE: &str = "jwt-secret";
@@ -164,6 +193,7 @@ impl Settings {
             None => CommonArgs::default(),
         };
         let store = resolve_store(args, &file)?;
+        let connections = resolve_connections(args, &file)?;
         let listen_text = args
             .listen
             .clone()
@@ -239,6 +269,7 @@ impl Settings {
             issuer: args.jwt_issuer.clone().or(file.jwt_issuer),
             audience: args.jwt_audience.clone().or(file.jwt_audience),
             max_message_bytes,
+            connections,
         })
     }
 
@@ -295,6 +326,48 @@ fn resolve_store(args: &CommonArgs, file: &CommonArgs) -> Result<Store, ConfigEr
         key_prefix,
         wait_replicas,
         timeout: Duration::from_millis(timeout),
+    })
+}
+
+fn resolve_connections(
+    args: &CommonArgs,
+    file: &CommonArgs,
+) -> Result<ConnectionLimits, ConfigError> {
+    let seconds = |name: &str, flag: Option<u64>, file: Option<u64>, default: u64| {
+        let value = flag.or(file).unwrap_or(default);
+        if !(1..=3600).contains(&value) {
+            return Err(ConfigError(format!(
+                "{name}: must be between 1 and 3600, got {value}"
+            )));
+        }
+        Ok(Duration::from_secs(value))
+    };
+    let max_connections = args.max_connections.or(file.max_connections);
+    if let Some(n) = max_connections.filter(|n| !(1..=16_777_216).contains(n)) {
+        return Err(ConfigError(format!(
+            "max_connections: must be between 1 and 16777216, got {n}"
+        )));
+    }
+    Ok(ConnectionLimits {
+        max_connections,
+        header_timeout: seconds(
+            "header_timeout_seconds",
+            args.header_timeout_seconds,
+            file.header_timeout_seconds,
+            10,
+        )?,
+        idle_timeout: seconds(
+            "idle_timeout_seconds",
+            args.idle_timeout_seconds,
+            file.idle_timeout_seconds,
+            60,
+        )?,
+        body_timeout: seconds(
+            "body_timeout_seconds",
+            args.body_timeout_seconds,
+            file.body_timeout_seconds,
+            30,
+        )?,
     })
 }
 

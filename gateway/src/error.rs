@@ -35,6 +35,9 @@ pub enum ApiError {
     /// The body is larger than this endpoint reads.
     #[error("the request body is larger than {0} bytes")]
     BodyTooLarge(usize),
+    /// The body did not arrive within the body timeout (seconds); the connection closes.
+    #[error("the request body did not arrive within {0} seconds")]
+    BodyTimeout(u64),
     /// No such route.
     #[error("no such route: {0}")]
     NoRoute(String),
@@ -89,6 +92,7 @@ impl ApiError {
                 false,
             ),
             ApiError::BodyTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", false),
+            ApiError::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "RequestTimeout", false),
             ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "NotFound", false),
             ApiError::MethodNotAllowed => {
                 (StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", false)
@@ -147,6 +151,12 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the body may still be on its way: the connection cannot be reused.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         response
     }

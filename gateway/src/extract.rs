@@ -72,7 +72,10 @@ where
         });
         let bytes = axum::body::to_bytes(request.into_body(), limit)
             .await
-            .map_err(|_| ApiError::BodyTooLarge(limit))?;
+            .map_err(|error| match crate::serve::body_timed_out(&error) {
+                Some(after) => ApiError::BodyTimeout(after.as_secs()),
+                None => ApiError::BodyTooLarge(limit),
+            })?;
         if bytes.is_empty() && EMPTY_OK && content_type.is_none() {
             return parse(b"{}").map(|value| Json(value, PhantomData));
         }

@@ -9,5 +9,6 @@ pub mod error;
 pub mod extract;
 pub mod routes;
 pub mod secret;
+pub mod serve;
 pub mod startup;
 pub mod state;

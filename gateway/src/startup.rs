@@ -1,9 +1,11 @@
 //! Start-up: opens the engine named by the settings (the only place that names a concrete
-//! engine: embedded or Redis), binds the listener, starts background work, and serves until stopped.
+//! engine: embedded or Redis), raises the file-descriptor limit and resolves the connection
+//! bounds, binds the listener, starts background work, and serves until stopped.
 
 use crate::app::router;
 use crate::auth::Auth;
 use crate::config::{Settings, Store};
+use crate::serve::{self, Bounds};
 use crate::state::AppState;
 use sluice_embedded::{EmbeddedEngine, EmbeddedOptions};
 use sluice_engine::{Clock, Engine, SystemClock};
@@ -18,6 +20,7 @@ use tokio::net::TcpListener;
 pub struct Application {
     listener: TcpListener,
     state: AppState,
+    bounds: Bounds,
 }
 
 /// Why the service could not start.
@@ -53,6 +56,7 @@ impl Application {
             settings.audience.clone(),
         )
         .map_err(StartError::Config)?;
+        let bounds = connection_bounds(settings);
         let engine = open_engine(settings).await?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let services = Services::new(
@@ -75,6 +79,7 @@ impl Application {
                 services,
                 auth: Arc::new(auth),
             },
+            bounds,
         })
     }
 
@@ -88,15 +93,60 @@ impl Application {
         &self.state
     }
 
+    /// The connection limit and timeouts in force.
+    pub fn bounds(&self) -> Bounds {
+        self.bounds
+    }
+
     /// Serves until SIGINT or SIGTERM, then finishes the requests in flight.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let expiry = self.state.services.spawn_expiry(Duration::from_secs(1));
-        let result = axum::serve(self.listener, router(self.state))
-            .with_graceful_shutdown(shutdown_signal())
-            .await;
+        let result = serve::serve(
+            self.listener,
+            router(self.state),
+            self.bounds,
+            shutdown_signal(),
+        )
+        .await;
         expiry.abort();
         result
     }
+}
+
+/// Raises the descriptor limit first: the default connection limit is derived from it.
+fn connection_bounds(settings: &Settings) -> Bounds {
+    let limits = settings.connections;
+    let fds = serve::raise_fd_limit();
+    let bounds = Bounds {
+        max_connections: limits
+            .max_connections
+            .unwrap_or_else(|| serve::default_max_connections(fds.soft)),
+        header_timeout: limits.header_timeout,
+        idle_timeout: limits.idle_timeout,
+        body_timeout: limits.body_timeout,
+    };
+    let show = |limit: Option<u64>| limit.map_or("unlimited".to_owned(), |n| n.to_string());
+    tracing::info!(
+        "connection bounds: max_connections {}, file-descriptor limit {} (hard {}), header \
+         timeout {}s, idle timeout {}s, body timeout {}s",
+        bounds.max_connections,
+        show(fds.soft),
+        show(fds.hard),
+        bounds.header_timeout.as_secs(),
+        bounds.idle_timeout.as_secs(),
+        bounds.body_timeout.as_secs(),
+    );
+    if let Some(fds) = fds.soft {
+        if bounds.max_connections as u64 > fds.saturating_sub(serve::reserved_descriptors(fds)) {
+            tracing::warn!(
+                "max_connections {} leaves fewer than {} of the {fds} file descriptors for the \
+                 store and logs: accepting may fail with \"Too many open files\"",
+                bounds.max_connections,
+                serve::reserved_descriptors(fds),
+            );
+        }
+    }
+    bounds
 }
 
 /// The only place that names a concrete engine.
