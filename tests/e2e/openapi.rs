@@ -246,7 +246,8 @@ fn operation_ids_are_unique_readable_and_stable() {
             "send_message",
             "send_message_batch",
             "update_tenant",
-        ]
+        ],
+        "operation ids changed: a new operation adds its id here; renaming one breaks clients"
     );
 }
 
