@@ -111,7 +111,7 @@ PY
 # --- Python ----------------------------------------------------------------------------------
 py=$tools/python
 rm -rf "$py" && mkdir -p "$py"
-printf 'project_name_override: sluice-client\npackage_name_override: sluice_client\npost_hooks: []\n' >"$py/config.yaml"
+printf 'package_name_override: sluice_client\npost_hooks: []\n' >"$py/config.yaml"  # as in docs/clients.md
 # Any warning from the generator means part of the spec did not make it into the client.
 generate_python() {
   run "$venv/bin/openapi-python-client" generate --path "$spec" --config "$py/config.yaml" \
