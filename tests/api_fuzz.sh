@@ -16,23 +16,10 @@ if [ ! -x "$venv/bin/schemathesis" ]; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'schemathesis>=4,<5'
 fi
 schemathesis=$venv/bin/schemathesis
-target_dir=$(cargo metadata --format-version 1 --no-deps --locked |
-  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
-binary=${SLUICE_BIN:-$target_dir/debug/sluice}
-[ -x "$binary" ] || cargo build --locked --bin sluice
-
-work=$(mktemp -d)
-secret=api-fuzz-secret-0123456789abcdef0123456789
-"$binary" serve --listen 127.0.0.1:0 --data-dir "$work/data" --jwt-secret "$secret" >"$work/out" 2>"$work/err" &
-server=$!
-trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 1 50); do
-  grep -q 'listening on' "$work/out" 2>/dev/null && break
-  sleep 0.1
-done
-base=$(sed -n 's/^sluice listening on //p' "$work/out")
-tenant=$("$binary" token --jwt-secret "$secret" --tenant fuzz --scopes "queues:manage messages:send messages:consume")
-admin=$("$binary" token --jwt-secret "$secret" --scopes admin)
+. tests/serve.sh
+start_sluice api-fuzz-secret-0123456789abcdef0123456789
+tenant=$(mint_token --tenant fuzz --scopes "queues:manage messages:send messages:consume")
+admin=$(mint_token --scopes admin)
 
 checks=not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance
 "$schemathesis" run "$base/openapi.json" --no-color --seed 1 --max-examples 40 --checks "$checks" \

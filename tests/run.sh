@@ -2,7 +2,8 @@
 # Runs every test of the workspace on a fresh Debian machine with the Rust toolchain: installs
 # the system tools the tests use when they are missing (openssl, python3, curl, redis-server),
 # then unit tests, the conformance suite on every engine (embedded, Redis, Redis Cluster), the
-# property tests, the end-to-end tests against the real binary, and the schemathesis run.
+# property tests, the end-to-end tests against the real binary, the schemathesis run, and the
+# generated Python and TypeScript clients (tests/clients/run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +33,10 @@ cargo test --workspace --locked "$@" 2>&1 | tee "$log"
 
 # Generated requests against the real binary: no 5xx, answers as the OpenAPI spec says.
 tests/api_fuzz.sh
+
+# The spec validated and linted, and clients generated from it driving the real binary; its
+# checks print cargo-style "test result:" lines, counted below.
+tests/clients/run.sh 2>&1 | tee -a "$log"
 
 # One closing line for the whole run (the last cargo summary is the doc tests' alone).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;/) p += $(i-1); if ($i ~ /^failed;/) f += $(i-1) } }

@@ -1,6 +1,7 @@
 //! The router: every route of REST v1, the fallbacks that answer unknown routes and methods in
 //! our error shape, the request-id middleware, and the OpenAPI document built from the handlers.
 
+use crate::dto::responses;
 use crate::error::{ApiError, REQUEST_ID};
 use crate::routes::{admin, messages, ops, queues};
 use crate::state::AppState;
@@ -14,10 +15,17 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::SwaggerUi;
 
-/// The OpenAPI document of REST v1.
+/// The OpenAPI document of REST v1. Operation ids are part of the contract: generated clients
+/// name their methods after them, so they are spelled out here rather than taken from the
+/// handlers' names (tests/e2e/openapi.rs pins the list).
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "Sluice", description = "Multi-tenant message queues: REST API v1."),
+    info(
+        title = "Sluice",
+        description = "Multi-tenant message queues: REST API v1. Every `/v1` operation takes a \
+            bearer JWT; errors answer with one JSON shape, `ErrorBody`, whose `code` is stable."
+    ),
+    servers((url = "/", description = "The server that serves this document")),
     paths(
         queues::put_queue, queues::patch_queue, queues::get_queue, queues::list_queues,
         queues::delete_queue, queues::purge_queue,
@@ -28,13 +36,20 @@ use utoipa_swagger_ui::SwaggerUi;
         admin::delete_tenant, admin::mint_token,
         ops::healthz, ops::readyz,
     ),
-    components(schemas(crate::dto::PeekState)),
+    components(
+        schemas(crate::dto::PeekState),
+        responses(
+            responses::BadRequest, responses::Unauthenticated, responses::Forbidden,
+            responses::QueueNotFound, responses::TenantNotFound, responses::PayloadTooLarge,
+            responses::UnsupportedMediaType,
+        )
+    ),
     modifiers(&BearerAuth),
     tags(
-        (name = "queues", description = "Create, configure, list, purge and delete queues"),
-        (name = "messages", description = "Send, receive, delete, change visibility, peek"),
-        (name = "admin", description = "Tenants and tokens (scope admin)"),
-        (name = "operations", description = "Health and readiness (no auth)"),
+        (name = "queues", description = "Create, configure, list, purge and delete queues (scope `queues:manage`; reads also with `messages:send` or `messages:consume`)"),
+        (name = "messages", description = "Send (scope `messages:send`), receive, delete, change visibility and peek (scope `messages:consume`)"),
+        (name = "admin", description = "Tenants, their quotas, and tokens for them (scope `admin`)"),
+        (name = "operations", description = "Liveness and readiness probes (no auth)"),
     )
 )]
 pub struct ApiDoc;

@@ -158,8 +158,10 @@ pub struct Queue {
     /// The configuration in force.
     pub config: QueueConfigOutput,
     /// When first created.
+    #[schema(format = DateTime)]
     pub created_at: String,
     /// When last configured.
+    #[schema(format = DateTime)]
     pub updated_at: String,
     /// Counts now.
     pub stats: QueueStatsOutput,
@@ -476,10 +478,12 @@ pub struct Message {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub md5_of_attributes: Option<String>,
     /// When it was sent.
+    #[schema(format = DateTime)]
     pub sent_at: String,
     /// Deliveries so far.
     pub receive_count: u32,
     /// First delivery; `null` before it.
+    #[schema(format = DateTime)]
     pub first_received_at: Option<String>,
     /// The sender's group id.
     pub group_id: Option<String>,
@@ -673,6 +677,7 @@ pub struct Tenant {
     /// Its limits.
     pub quotas: QuotasBody,
     /// When created (or first named by a token).
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 
@@ -713,6 +718,7 @@ pub struct MintedToken {
     /// The bearer token.
     pub token: String,
     /// When it stops working.
+    #[schema(format = DateTime)]
     pub expires_at: String,
 }
 
@@ -721,4 +727,43 @@ pub struct MintedToken {
 pub struct Health {
     /// `ok`, or what is wrong.
     pub status: String,
+}
+
+/// The reusable error responses of the REST contract, shared by every operation that can give
+/// them (`components.responses` in the spec). Each carries the one error shape, [`ErrorBody`];
+/// an operation whose failure needs a more specific description documents that status inline.
+pub mod responses {
+    use crate::error::ErrorBody;
+    use utoipa::ToResponse;
+
+    /// `ValidationError` or `MalformedRequest`: a path parameter, query parameter or body field
+    /// is invalid, or the body is not valid JSON; the message names the field. Nothing changed.
+    #[derive(ToResponse)]
+    pub struct BadRequest(pub ErrorBody);
+
+    /// `Unauthenticated`: no bearer token, or one that is malformed, expired or not signed by
+    /// this server's key.
+    #[derive(ToResponse)]
+    pub struct Unauthenticated(pub ErrorBody);
+
+    /// `Forbidden`: the token is valid but lacks the scope this operation needs (or, on
+    /// `/v1/admin`, is not an admin token).
+    #[derive(ToResponse)]
+    pub struct Forbidden(pub ErrorBody);
+
+    /// `QueueNotFound`: the tenant has no queue of this name.
+    #[derive(ToResponse)]
+    pub struct QueueNotFound(pub ErrorBody);
+
+    /// `TenantNotFound`: no tenant has this id.
+    #[derive(ToResponse)]
+    pub struct TenantNotFound(pub ErrorBody);
+
+    /// `PayloadTooLarge`: the request body is larger than this operation reads.
+    #[derive(ToResponse)]
+    pub struct PayloadTooLarge(pub ErrorBody);
+
+    /// `UnsupportedMediaType`: a request body was sent without `Content-Type: application/json`.
+    #[derive(ToResponse)]
+    pub struct UnsupportedMediaType(pub ErrorBody);
 }

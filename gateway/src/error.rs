@@ -46,17 +46,22 @@ pub enum ApiError {
     MethodNotAllowed,
 }
 
-/// The JSON error shape.
+/// The JSON shape of every error answer: branch on `error.code`, which is stable; quote
+/// `error.request_id` when reporting a problem.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
-    /// The error.
+    /// What went wrong.
     pub error: ErrorDetail,
 }
 
 /// The error's code, message and the request id.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
-    /// A stable machine-readable code, e.g. `QueueNotFound`.
+    /// A stable machine-readable code: `ValidationError`, `MalformedRequest`,
+    /// `Unauthenticated`, `Forbidden`, `QueueNotFound`, `TenantNotFound`, `NotFound`,
+    /// `MethodNotAllowed`, `Conflict`, `PayloadTooLarge`, `UnsupportedMediaType`, `QueueFull`,
+    /// `QuotaExceeded`, `ReceiptHandleInvalid`, `ReceiptHandleStale`, `Unavailable` or
+    /// `Internal`.
     pub code: String,
     /// A human message; for validation errors it names the field.
     pub message: String,

@@ -1,6 +1,9 @@
 //! `/v1/admin/*`: tenants and token minting (scope `admin`).
 
 use crate::auth::{Caller, Scope};
+use crate::dto::responses::{
+    BadRequest, Forbidden, PayloadTooLarge, TenantNotFound, Unauthenticated, UnsupportedMediaType,
+};
 use crate::dto::{
     rfc3339, CreateTenant, MintToken, MintedToken, PageQuery, Tenant, TenantList, UpdateTenant,
 };
@@ -12,9 +15,15 @@ use axum::http::StatusCode;
 use sluice_services::ServiceError;
 
 /// Creates a tenant.
-#[utoipa::path(post, path = "/v1/admin/tenants", tag = "admin", request_body = CreateTenant,
-    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 201, body = Tenant), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 409, description = "The tenant exists", body = ErrorBody)),
+#[utoipa::path(post, path = "/v1/admin/tenants", tag = "admin", operation_id = "create_tenant", request_body = CreateTenant,
+    responses(
+        (status = 201, description = "Created", body = Tenant),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 409, description = "`Conflict`: a tenant with this id exists", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType)),
     security(("bearer" = [])))]
 pub async fn create_tenant(
     caller: Caller,
@@ -30,9 +39,12 @@ pub async fn create_tenant(
 }
 
 /// Lists tenants by id, including tenants only tokens have named.
-#[utoipa::path(get, path = "/v1/admin/tenants", tag = "admin", params(PageQuery),
-    responses((status = 200, body = TenantList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
+#[utoipa::path(get, path = "/v1/admin/tenants", tag = "admin", operation_id = "list_tenants", params(PageQuery),
+    responses(
+        (status = 200, description = "One page of tenants, ordered by id", body = TenantList),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden)),
     security(("bearer" = [])))]
 pub async fn list_tenants(
     caller: Caller,
@@ -51,10 +63,14 @@ pub async fn list_tenants(
 }
 
 /// One tenant.
-#[utoipa::path(get, path = "/v1/admin/tenants/{id}", tag = "admin",
-    params(("id" = String, Path, description = "Tenant id", pattern = "^[a-z0-9_-]{1,64}$")),
-    responses((status = 400, description = "A path or query parameter is invalid", body = ErrorBody), (status = 200, body = Tenant), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
+#[utoipa::path(get, path = "/v1/admin/tenants/{id}", tag = "admin", operation_id = "get_tenant",
+    params(("id" = String, Path, description = "Tenant id: 1-64 of [a-z0-9_-]", pattern = "^[a-z0-9_-]{1,64}$")),
+    responses(
+        (status = 200, description = "The tenant", body = Tenant),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = TenantNotFound)),
     security(("bearer" = [])))]
 pub async fn get_tenant(
     caller: Caller,
@@ -66,10 +82,16 @@ pub async fn get_tenant(
 }
 
 /// Replaces a tenant's quotas.
-#[utoipa::path(patch, path = "/v1/admin/tenants/{id}", tag = "admin",
-    params(("id" = String, Path, description = "Tenant id", pattern = "^[a-z0-9_-]{1,64}$")), request_body = UpdateTenant,
-    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = Tenant), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+#[utoipa::path(patch, path = "/v1/admin/tenants/{id}", tag = "admin", operation_id = "update_tenant",
+    params(("id" = String, Path, description = "Tenant id: 1-64 of [a-z0-9_-]", pattern = "^[a-z0-9_-]{1,64}$")), request_body = UpdateTenant,
+    responses(
+        (status = 200, description = "The tenant with its new quotas", body = Tenant),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = TenantNotFound),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType)),
     security(("bearer" = [])))]
 pub async fn update_tenant(
     caller: Caller,
@@ -88,10 +110,14 @@ pub async fn update_tenant(
 }
 
 /// Deletes a tenant and all its resources.
-#[utoipa::path(delete, path = "/v1/admin/tenants/{id}", tag = "admin",
-    params(("id" = String, Path, description = "Tenant id", pattern = "^[a-z0-9_-]{1,64}$")),
-    responses((status = 400, description = "A path or query parameter is invalid", body = ErrorBody), (status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
+#[utoipa::path(delete, path = "/v1/admin/tenants/{id}", tag = "admin", operation_id = "delete_tenant",
+    params(("id" = String, Path, description = "Tenant id: 1-64 of [a-z0-9_-]", pattern = "^[a-z0-9_-]{1,64}$")),
+    responses(
+        (status = 204, description = "Deleted, with its queues and messages"),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = TenantNotFound)),
     security(("bearer" = [])))]
 pub async fn delete_tenant(
     caller: Caller,
@@ -104,11 +130,17 @@ pub async fn delete_tenant(
 }
 
 /// Mints a token for a tenant (never with `admin`).
-#[utoipa::path(post, path = "/v1/admin/tenants/{id}/tokens", tag = "admin",
-    params(("id" = String, Path, description = "Tenant id", pattern = "^[a-z0-9_-]{1,64}$")), request_body = MintToken,
-    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 201, body = MintedToken), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "This server verifies with a public key and holds no signing key", body = ErrorBody)),
+#[utoipa::path(post, path = "/v1/admin/tenants/{id}/tokens", tag = "admin", operation_id = "mint_tenant_token",
+    params(("id" = String, Path, description = "Tenant id: 1-64 of [a-z0-9_-]", pattern = "^[a-z0-9_-]{1,64}$")), request_body = MintToken,
+    responses(
+        (status = 201, description = "The token; it is not stored and cannot be shown again", body = MintedToken),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = TenantNotFound),
+        (status = 409, description = "`Conflict`: this server verifies tokens with a public key and holds no signing key", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType)),
     security(("bearer" = [])))]
 pub async fn mint_token(
     caller: Caller,

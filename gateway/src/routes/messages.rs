@@ -2,6 +2,9 @@
 
 use super::failure_output;
 use crate::auth::{Caller, Scope};
+use crate::dto::responses::{
+    BadRequest, Forbidden, PayloadTooLarge, QueueNotFound, Unauthenticated, UnsupportedMediaType,
+};
 use crate::dto::{
     BatchOutput, BatchSuccess, DeleteBatch, Message, MessageList, PeekQuery, PeekState,
     ReceiveInput, SendBatch, SendBatchOutput, SendBatchSuccess, SendMessage, SendOutput,
@@ -16,15 +19,20 @@ use sluice_engine::MessageState;
 use sluice_services::{BatchOutcome, ChangeVisibilityEntry, DeleteEntry, ReceiveRequest};
 
 /// Sends one message; answered once it is durable.
-#[utoipa::path(post, path = "/v1/queues/{queue}/messages", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages", tag = "messages", operation_id = "send_message",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body = SendMessage,
-    responses((status = 201, body = SendOutput),
-        (status = 200, description = "FIFO deduplication hit: the original message, `duplicate: true`", body = SendOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 413, description = "The message exceeds the queue's max_message_bytes", body = ErrorBody),
-        (status = 415, body = ErrorBody),
-        (status = 429, description = "QueueFull: the queue holds max_depth messages", body = ErrorBody)),
+    responses(
+        (status = 201, description = "Stored durably", body = SendOutput),
+        (status = 200, description = "FIFO deduplication hit: the original message, `duplicate: true`; nothing was stored", body = SendOutput),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = QueueNotFound),
+        (status = 413, description = "`PayloadTooLarge`: the message exceeds the queue's `max_message_bytes`, or the body what this operation reads", body = ErrorBody),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 429, description = "`QueueFull`: the queue holds `max_depth` messages", body = ErrorBody,
+            headers(("retry-after" = u32, description = "Seconds to wait before retrying")))),
     security(("bearer" = [])))]
 pub async fn send(
     caller: Caller,
@@ -44,13 +52,17 @@ pub async fn send(
 }
 
 /// Sends up to ten messages; each entry succeeds or fails on its own.
-#[utoipa::path(post, path = "/v1/queues/{queue}/messages/batch", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages/batch", tag = "messages", operation_id = "send_message_batch",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body = SendBatch,
-    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = SendBatchOutput),
-        (status = 400, description = "Malformed batch: entry count, malformed or duplicate ids", body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 413, body = ErrorBody)),
+    responses(
+        (status = 200, description = "Each entry stored or refused on its own", body = SendBatchOutput),
+        (status = 400, description = "`ValidationError` or `MalformedRequest`: entry count, malformed or duplicate entry ids, or an invalid body", body = ErrorBody),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = QueueNotFound),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType)),
     security(("bearer" = [])))]
 pub async fn send_batch(
     caller: Caller,
@@ -75,11 +87,17 @@ pub async fn send_batch(
 }
 
 /// Receives up to `max_messages`, long-polling up to `wait_seconds`.
-#[utoipa::path(post, path = "/v1/queues/{queue}/messages/receive", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages/receive", tag = "messages", operation_id = "receive_messages",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body(content = Option<ReceiveInput>, description = "All fields optional; an empty body receives one message"),
-    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = MessageList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses(
+        (status = 200, description = "The messages received (possibly none), each with its receipt handle", body = MessageList),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = QueueNotFound),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType)),
     security(("bearer" = [])))]
 pub async fn receive(
     caller: Caller,
@@ -102,13 +120,15 @@ pub async fn receive(
 
 /// Deletes a message by receipt handle. Deleting an already deleted message with its latest
 /// handle answers 204, so retries are safe.
-#[utoipa::path(delete, path = "/v1/queues/{queue}/messages/{receipt_handle}", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"),
-        ("receipt_handle" = String, Path, description = "From a receive")),
-    responses((status = 204, description = "Deleted"),
-        (status = 400, description = "ReceiptHandleInvalid", body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 410, description = "ReceiptHandleStale: the message was delivered again", body = ErrorBody)),
+#[utoipa::path(delete, path = "/v1/queues/{queue}/messages/{receipt_handle}", tag = "messages", operation_id = "delete_message",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"), ("receipt_handle" = String, Path, description = "The receipt handle of the latest receive of the message")),
+    responses(
+        (status = 204, description = "Deleted (or already deleted with this handle)"),
+        (status = 400, description = "`ReceiptHandleInvalid` or `ValidationError`: the handle or queue name is malformed, or names another queue", body = ErrorBody),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = QueueNotFound),
+        (status = 410, description = "`ReceiptHandleStale`: the message was delivered again; delete with the newer handle", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn delete_message(
     caller: Caller,
@@ -135,11 +155,17 @@ fn batch_output(outcome: BatchOutcome<()>) -> BatchOutput {
 }
 
 /// Deletes up to ten messages; each entry succeeds or fails on its own.
-#[utoipa::path(post, path = "/v1/queues/{queue}/messages/delete", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages/delete", tag = "messages", operation_id = "delete_message_batch",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body = DeleteBatch,
-    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = BatchOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses(
+        (status = 200, description = "Each entry deleted or refused on its own", body = BatchOutput),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = QueueNotFound),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType)),
     security(("bearer" = [])))]
 pub async fn delete_batch(
     caller: Caller,
@@ -161,13 +187,18 @@ pub async fn delete_batch(
 }
 
 /// Changes a message's visibility timeout; 0 makes it visible now.
-#[utoipa::path(patch, path = "/v1/queues/{queue}/messages/{receipt_handle}", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"),
-        ("receipt_handle" = String, Path, description = "From a receive")),
+#[utoipa::path(patch, path = "/v1/queues/{queue}/messages/{receipt_handle}", tag = "messages", operation_id = "change_message_visibility",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"), ("receipt_handle" = String, Path, description = "The receipt handle of the latest receive of the message")),
     request_body = VisibilityInput,
-    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 204, description = "Changed"), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 410, description = "ReceiptHandleStale", body = ErrorBody)),
+    responses(
+        (status = 204, description = "Changed"),
+        (status = 400, description = "`ReceiptHandleInvalid`, `ValidationError` or `MalformedRequest`: the handle, queue name or body is invalid", body = ErrorBody),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = QueueNotFound),
+        (status = 410, description = "`ReceiptHandleStale`: the message was delivered again", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType)),
     security(("bearer" = [])))]
 pub async fn change_visibility(
     caller: Caller,
@@ -184,11 +215,17 @@ pub async fn change_visibility(
 }
 
 /// Changes up to ten messages' visibility; each entry succeeds or fails on its own.
-#[utoipa::path(post, path = "/v1/queues/{queue}/messages/visibility", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages/visibility", tag = "messages", operation_id = "change_message_visibility_batch",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body = VisibilityBatch,
-    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = BatchOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses(
+        (status = 200, description = "Each entry changed or refused on its own", body = BatchOutput),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = QueueNotFound),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType)),
     security(("bearer" = [])))]
 pub async fn change_visibility_batch(
     caller: Caller,
@@ -214,11 +251,14 @@ pub async fn change_visibility_batch(
 }
 
 /// Shows messages in one state without receiving them: nothing changes.
-#[utoipa::path(get, path = "/v1/queues/{queue}/messages", tag = "messages",
-    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"), PeekQuery),
-    responses((status = 200, description = "Messages without receipt handles", body = MessageList),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
+#[utoipa::path(get, path = "/v1/queues/{queue}/messages", tag = "messages", operation_id = "peek_messages",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"), PeekQuery),
+    responses(
+        (status = 200, description = "Messages in the state asked for, without receipt handles", body = MessageList),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = QueueNotFound)),
     security(("bearer" = [])))]
 pub async fn peek(
     caller: Caller,

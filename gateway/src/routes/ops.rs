@@ -6,7 +6,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 
 /// The process is alive.
-#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = Health)))]
+#[utoipa::path(get, path = "/healthz", tag = "operations", operation_id = "check_health",
+    responses((status = 200, description = "Alive: `status` is `ok`", body = Health)),
+    security(()))]
 pub async fn healthz() -> axum::Json<Health> {
     axum::Json(Health {
         status: "ok".into(),
@@ -14,8 +16,11 @@ pub async fn healthz() -> axum::Json<Health> {
 }
 
 /// The store is reachable.
-#[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses((status = 200, body = Health), (status = 503, description = "The store is unreachable", body = Health)))]
+#[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "check_readiness",
+    responses(
+        (status = 200, description = "Ready: `status` is `ok`", body = Health),
+        (status = 503, description = "The store is unreachable: `status` says why", body = Health)),
+    security(()))]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<Health>) {
     match state.services.ready().await {
         Ok(()) => (

@@ -1,6 +1,9 @@
 //! `/v1/queues` and `/v1/queues/{queue}`: create, replace, patch, read, list, delete, purge.
 
 use crate::auth::{Caller, Scope};
+use crate::dto::responses::{
+    BadRequest, Forbidden, PayloadTooLarge, QueueNotFound, Unauthenticated, UnsupportedMediaType,
+};
 use crate::dto::{ListQueuesQuery, Queue, QueueConfigInput, QueueList};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Json, PathParams, Query, SmallLimit};
@@ -16,14 +19,19 @@ const READ_SCOPES: [Scope; 3] = [
 ];
 
 /// Creates a queue, or replaces its whole configuration (omitted fields reset to defaults).
-#[utoipa::path(put, path = "/v1/queues/{queue}", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-], the suffix .fifo (counted in the 80) making it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
+#[utoipa::path(put, path = "/v1/queues/{queue}", tag = "queues", operation_id = "put_queue",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body(content = Option<QueueConfigInput>, description = "All fields optional; an empty body creates a queue with the defaults"),
-    responses((status = 415, description = "The body is not application/json", body = ErrorBody), 
+    responses(
         (status = 201, description = "Created", body = Queue),
-        (status = 200, description = "Configuration replaced; messages and created_at kept", body = Queue),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 429, description = "QuotaExceeded: the tenant owns max_queues queues", body = ErrorBody)),
+        (status = 200, description = "Configuration replaced; messages and `created_at` kept", body = Queue),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 429, description = "`QuotaExceeded`: the tenant owns `max_queues` queues", body = ErrorBody,
+            headers(("retry-after" = u32, description = "Seconds to wait before retrying")))),
     security(("bearer" = [])))]
 pub async fn put_queue(
     caller: Caller,
@@ -45,11 +53,17 @@ pub async fn put_queue(
 }
 
 /// Changes only the configuration fields given.
-#[utoipa::path(patch, path = "/v1/queues/{queue}", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
+#[utoipa::path(patch, path = "/v1/queues/{queue}", tag = "queues", operation_id = "patch_queue",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body(content = Option<QueueConfigInput>, description = "Only the fields to change"),
-    responses((status = 415, description = "The body is not application/json", body = ErrorBody), (status = 200, body = Queue), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses(
+        (status = 200, description = "The queue with its new configuration", body = Queue),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = QueueNotFound),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType)),
     security(("bearer" = [])))]
 pub async fn patch_queue(
     caller: Caller,
@@ -66,10 +80,14 @@ pub async fn patch_queue(
 }
 
 /// A queue with its stats.
-#[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
-    responses((status = 400, description = "A path or query parameter is invalid", body = ErrorBody), (status = 200, body = Queue), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
+#[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues", operation_id = "get_queue",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
+    responses(
+        (status = 200, description = "The queue, its configuration and its message counts", body = Queue),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = QueueNotFound)),
     security(("bearer" = [])))]
 pub async fn get_queue(
     caller: Caller,
@@ -83,9 +101,12 @@ pub async fn get_queue(
 }
 
 /// The tenant's queues, by name.
-#[utoipa::path(get, path = "/v1/queues", tag = "queues", params(ListQueuesQuery),
-    responses((status = 200, body = QueueList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
+#[utoipa::path(get, path = "/v1/queues", tag = "queues", operation_id = "list_queues", params(ListQueuesQuery),
+    responses(
+        (status = 200, description = "One page of queues, ordered by name", body = QueueList),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden)),
     security(("bearer" = [])))]
 pub async fn list_queues(
     caller: Caller,
@@ -109,10 +130,14 @@ pub async fn list_queues(
 }
 
 /// Deletes a queue with its messages.
-#[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
-    responses((status = 400, description = "A path or query parameter is invalid", body = ErrorBody), (status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
+#[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "queues", operation_id = "delete_queue",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
+    responses(
+        (status = 204, description = "Deleted, with its messages"),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = QueueNotFound)),
     security(("bearer" = [])))]
 pub async fn delete_queue(
     caller: Caller,
@@ -125,10 +150,14 @@ pub async fn delete_queue(
 }
 
 /// Removes every message: visible, in flight and delayed.
-#[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "queues",
-    params(("queue" = String, Path, description = "Queue name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
-    responses((status = 400, description = "A path or query parameter is invalid", body = ErrorBody), (status = 204, description = "Purged"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
+#[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "queues", operation_id = "purge_queue",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
+    responses(
+        (status = 204, description = "Purged: the queue holds no message"),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = QueueNotFound)),
     security(("bearer" = [])))]
 pub async fn purge_queue(
     caller: Caller,
