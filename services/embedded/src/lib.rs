@@ -166,7 +166,22 @@ impl EmbeddedEngine {
         std::fs::create_dir_all(dir).map_err(|e| {
             EngineError::Unavailable(format!("cannot create {}: {e}", dir.display()))
         })?;
-        let db = store::open_database(&dir.join(DATABASE_FILE))?;
+        let path = dir.join(DATABASE_FILE);
+        Self::open_with(
+            Box::new(move || store::open_database(&path)),
+            options,
+            &dir.display().to_string(),
+        )
+    }
+
+    /// Opens the engine on what `open` opens (again after a failed write); `label` names it in
+    /// logs.
+    fn open_with(
+        open: store::Opener,
+        options: EmbeddedOptions,
+        label: &str,
+    ) -> Result<Self, EngineError> {
+        let db = open()?;
         let catalog = store::read_catalog(&db)?;
 
         let mut by_uid: HashMap<u64, (QueueKey, Millis, QueueState)> = HashMap::new();
@@ -224,13 +239,13 @@ impl EmbeddedEngine {
             .map(|t| (t.id.clone(), t))
             .collect();
         tracing::info!(
-            dir = %dir.display(),
+            dir = label,
             queues = queues.values().map(BTreeMap::len).sum::<usize>(),
             messages,
             "embedded engine opened"
         );
         Ok(Self {
-            store: Store::start(db, options.commit_mode)?,
+            store: Store::start(db, options.commit_mode, open)?,
             queues: Arc::new(RwLock::new(queues)),
             tenants: Arc::new(RwLock::new(tenants)),
             admin: tokio::sync::Mutex::new(()),
@@ -367,13 +382,8 @@ fn own_handle(text: &str, uid: u64) -> Result<ReceiptHandle, HandleError> {
 #[async_trait]
 impl Engine for EmbeddedEngine {
     async fn ping(&self) -> Result<(), EngineError> {
-        if self.store.is_alive() {
-            Ok(())
-        } else {
-            Err(EngineError::Unavailable(
-                "the embedded store's commit thread has stopped".into(),
-            ))
-        }
+        // Not ready while writes fail: the commit thread records that and probes for recovery.
+        self.store.health()
     }
 
     async fn ensure_tenant(&self, id: &TenantId, now: Millis) -> Result<(), EngineError> {
@@ -831,12 +841,18 @@ impl Engine for EmbeddedEngine {
                     Ok(())
                 })
                 .collect();
-            let pending = (!removed.is_empty()).then(|| {
-                self.store.submit(vec![WriteOp::Delete {
+            let pending = if !removed.is_empty() {
+                Some(self.store.submit(vec![WriteOp::Delete {
                     uid: entry.uid,
                     seqs: removed,
-                }])
-            });
+                }]))
+            } else if self.store.is_degraded() {
+                // A retry of a delete whose commit failed finds the message gone from the index
+                // while its removal is still carried: answer once a commit has written it.
+                Some(self.store.submit(Vec::new()))
+            } else {
+                None
+            };
             (answers, pending)
         };
         if let Some(pending) = pending {
@@ -924,6 +940,8 @@ impl Engine for EmbeddedEngine {
     }
 }
 
+#[cfg(test)]
+mod failure_tests;
 #[cfg(test)]
 mod fifo_tests;
 #[cfg(test)]
