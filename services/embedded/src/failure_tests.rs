@@ -188,13 +188,13 @@ async fn a_delete_whose_commit_failed_is_written_by_the_next_commit() {
     assert_eq!(received[0].0, "gone");
 
     disk.set_full(true);
-    let failed = engine.delete(&q(), &[handle.clone()], 0).await;
+    let failed = engine.delete(&q(), std::slice::from_ref(&handle), 0).await;
     assert!(
         matches!(failed, Err(EngineError::Unavailable(_))),
         "{failed:?}"
     );
     // A retry answers only once the removal is on disk: not while the disk is full.
-    let retried = engine.delete(&q(), &[handle.clone()], 0).await;
+    let retried = engine.delete(&q(), std::slice::from_ref(&handle), 0).await;
     assert!(
         matches!(retried, Err(EngineError::Unavailable(_))),
         "{retried:?}"
