@@ -4,6 +4,7 @@
 mod admin_and_auth;
 mod bad_input;
 mod config;
+mod disk_failure;
 mod fifo;
 mod harness;
 mod openapi;
