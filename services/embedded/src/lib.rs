@@ -166,6 +166,7 @@ impl EmbeddedEngine {
         std::fs::create_dir_all(dir).map_err(|e| {
             EngineError::Unavailable(format!("cannot create {}: {e}", dir.display()))
         })?;
+        survive_file_size_limit();
         let path = dir.join(DATABASE_FILE);
         Self::open_with(
             Box::new(move || store::open_database(&path)),
@@ -333,6 +334,20 @@ impl EmbeddedEngine {
             })
             .wait()
             .await
+    }
+}
+
+/// Writing past a file-size limit (`RLIMIT_FSIZE`) raises SIGXFSZ, whose default action ends
+/// the process. With a handler registered (it stays for the life of the process) the write
+/// fails with `EFBIG` instead, which the commit thread answers with 503s and recovers from once
+/// the limit allows writes again. Needs a tokio runtime; without one the default stays.
+fn survive_file_size_limit() {
+    #[cfg(unix)]
+    if tokio::runtime::Handle::try_current().is_ok() {
+        let kind = tokio::signal::unix::SignalKind::from_raw(libc::SIGXFSZ);
+        if let Err(e) = tokio::signal::unix::signal(kind) {
+            tracing::warn!(error = %e, "cannot catch SIGXFSZ: a file-size limit will end the process");
+        }
     }
 }
 
