@@ -2,8 +2,9 @@
 //! while the disk is full, `/readyz` answers 503, and the server recovers by itself once space
 //! is freed, having lost nothing it acknowledged and stored nothing it refused.
 //!
-//! The disk is a small tmpfs mounted for the test (which needs root, as CI has; elsewhere the
-//! test says why it did not run and passes).
+//! The full disk is a small tmpfs mounted for the test (which needs root, as CI has; elsewhere
+//! the test says why it did not run and passes). A file-size limit (`prlimit` on the server)
+//! is the other way writes fail, and one that by default kills the process.
 
 use crate::harness::{assert_error, decode, drain, tenant_token, Server, SECRET};
 use reqwest::{Method, Response};
@@ -179,4 +180,61 @@ async fn a_full_disk_answers_503_until_space_is_freed_and_loses_nothing() {
         "exactly the acknowledged sends, after a restart"
     );
     assert!(refused.iter().all(|body| !received.contains(body)));
+}
+
+/// Sets the soft file-size limit of process `pid` (the hard limit stays, so it can be raised
+/// again without privileges).
+fn limit_file_size(pid: u32, soft: &str) -> Result<(), String> {
+    let output = Command::new("prlimit")
+        .arg(format!("--pid={pid}"))
+        .arg(format!("--fsize={soft}:"))
+        .output()
+        .map_err(|e| format!("cannot run prlimit: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).trim().to_owned())
+    }
+}
+
+#[tokio::test]
+async fn a_file_size_limit_answers_503_and_the_server_survives_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
+    let t = tenant_token("acme");
+    assert_eq!(
+        server.call(Method::PUT, "/v1/queues/q", &t, None).await.0,
+        201
+    );
+    assert_eq!(send(&server, &t, "before").await.0, 201);
+    let pid = server.child.id();
+    let size = std::fs::metadata(dir.path().join("sluice.redb"))
+        .unwrap()
+        .len();
+    if let Err(why) = limit_file_size(pid, &size.to_string()) {
+        eprintln!("skipped: this test needs prlimit, which failed here: {why}");
+        return;
+    }
+
+    // The file cannot grow: a large send is refused, and the process lives on (SIGXFSZ would
+    // end it by default).
+    let body = format!("during-{}", "x".repeat(200_000));
+    let refused = send(&server, &t, &body).await;
+    assert_unavailable(&refused);
+    assert_eq!(server.probe("/healthz").await, 200, "alive");
+    assert!(server.child.try_wait().unwrap().is_none(), "still running");
+
+    limit_file_size(pid, "unlimited").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while server.probe("/readyz").await != 200 {
+        assert!(Instant::now() < deadline, "the server did not recover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = format!("after-{}", "x".repeat(200_000));
+    assert_eq!(send(&server, &t, &after).await.0, 201);
+
+    server.kill();
+    let server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
+    let received: BTreeSet<String> = drain(&server, "q", &t).await.into_iter().collect();
+    assert_eq!(received, BTreeSet::from(["before".to_owned(), after]));
 }
