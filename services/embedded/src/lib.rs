@@ -10,7 +10,10 @@
 //! * **Group commit** (`store.rs`): one OS thread owns every write. It takes everything queued
 //!   while the previous commit was fsyncing and applies it in one transaction with one fsync,
 //!   then answers every waiter. [`CommitMode::FsyncEachWrite`] commits each request on its own,
-//!   for comparison.
+//!   for comparison. A commit that fails (disk full, file-size limit, I/O error) fails only the
+//!   requests in it, with [`EngineError::Unavailable`]; the thread reopens the database (redb
+//!   refuses all work after a failed write) with backoff and probes until a commit succeeds,
+//!   and [`Engine::ping`] reports the engine unavailable until then.
 //!
 //! What a successful answer means: `send`, `delete`, `purge`, `expire`, queue and tenant changes
 //! are on disk (fsynced) before they answer. A message is never delivered before its send is
