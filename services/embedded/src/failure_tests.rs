@@ -208,3 +208,23 @@ async fn a_delete_whose_commit_failed_is_written_by_the_next_commit() {
     let engine = disk.engine();
     assert_eq!(bodies(&receive_all(&engine).await), ["kept"]);
 }
+
+#[tokio::test]
+async fn a_passing_failure_fails_no_later_request() {
+    let disk = FlakyDisk::new();
+    let engine = disk.engine();
+    engine
+        .put_queue(&q(), QueueConfig::with_defaults(262_144), 0)
+        .await
+        .unwrap();
+    disk.set_full(true);
+    assert!(matches!(
+        send(&engine, "refused").await,
+        Err(EngineError::Unavailable(_))
+    ));
+    disk.set_full(false);
+    // No waiting for a probe: the next write tries again, and succeeds.
+    send(&engine, "accepted").await.unwrap();
+    assert!(engine.ping().await.is_ok());
+    assert_eq!(bodies(&receive_all(&engine).await), ["accepted"]);
+}

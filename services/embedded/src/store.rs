@@ -721,26 +721,31 @@ impl Drop for Store {
     }
 }
 
-/// First wait before reopening the database after a failed write; doubled on each failed
-/// attempt up to [`MAX_REOPEN_BACKOFF`].
-const FIRST_REOPEN_BACKOFF: Duration = Duration::from_millis(50);
+/// Wait before probing after a first failed write, and between attempts after a second;
+/// doubled on each failed attempt up to [`MAX_REOPEN_BACKOFF`].
+const FIRST_REOPEN_BACKOFF: Duration = Duration::from_millis(200);
 /// Longest wait between recovery attempts: how long a store that can write again may still
 /// refuse writes and answer not ready.
 const MAX_REOPEN_BACKOFF: Duration = Duration::from_secs(1);
 
 /// The commit thread's state while writes are failing.
 struct Recovery {
-    /// When to try again (reopen if closed, then a probe commit), busy or idle.
+    /// From when a batch may try again (reopening first if closed); until then batches are
+    /// refused at once, so a lasting failure costs no reopen per request.
     due: Instant,
+    /// When to try on its own with a probe commit, if idle.
+    probe_at: Instant,
     backoff: Duration,
 }
 
 /// The commit thread: owns every write and the recovery from failed ones.
 ///
 /// After redb fails to write (disk full, file-size limit, I/O error) it refuses every later
-/// operation, so the thread closes the database, answers the failed batch (and anything that
-/// arrives before the next attempt) with [`EngineError::Unavailable`], and reopens it with
-/// backoff, probing with a small commit when idle, until a commit succeeds.
+/// operation, reads included, so the thread answers the failed batch with
+/// [`EngineError::Unavailable`], closes the database and reopens it at once (for the readers).
+/// The next batch tries again; once that fails too, batches are refused at once between
+/// attempts spaced by a growing backoff, and an idle thread probes with a small commit, until
+/// a commit succeeds.
 ///
 /// A failed batch changes nothing on disk, and the index learns of its sends and catalog
 /// changes only from a successful commit, so both agree. Its removals (deletes, purges, queue
@@ -761,21 +766,23 @@ struct Committer {
 impl Committer {
     fn run(&mut self, rx: &mpsc::Receiver<Job>) {
         loop {
-            let first = match self.recovery.as_ref().map(|r| r.due) {
+            let first = match self.recovery.as_ref().map(|r| r.probe_at) {
                 None => match rx.recv() {
                     Ok(job) => job,
                     Err(_) => return,
                 },
-                Some(due) => match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
-                    Ok(job) => job,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        // Idle while degraded: find out whether writes succeed again, so
-                        // readiness recovers without waiting for a client's write.
-                        let _ = self.write(&[], true);
-                        continue;
+                Some(probe_at) => {
+                    match rx.recv_timeout(probe_at.saturating_duration_since(Instant::now())) {
+                        Ok(job) => job,
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            // Idle while degraded: find out whether writes succeed again, so
+                            // readiness recovers without waiting for a client's write.
+                            let _ = self.write(&[], true);
+                            continue;
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => return,
                     }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                },
+                }
             };
             let mut ops = first.ops.len();
             let mut batch = vec![first];
@@ -898,13 +905,22 @@ impl Committer {
     /// Records a failed attempt and schedules the next.
     fn failed(&mut self, why: &str) {
         self.shared.set_failure(Some(why.to_owned()));
-        let backoff = match &self.recovery {
-            None => FIRST_REOPEN_BACKOFF,
-            Some(r) => (r.backoff * 2).min(MAX_REOPEN_BACKOFF),
-        };
-        self.recovery = Some(Recovery {
-            due: Instant::now() + backoff,
-            backoff,
+        let now = Instant::now();
+        self.recovery = Some(match &self.recovery {
+            // The next batch tries at once: a failure that has passed fails no other request.
+            None => Recovery {
+                due: now,
+                probe_at: now + FIRST_REOPEN_BACKOFF,
+                backoff: FIRST_REOPEN_BACKOFF,
+            },
+            Some(r) => {
+                let backoff = (r.backoff * 2).min(MAX_REOPEN_BACKOFF);
+                Recovery {
+                    due: now + backoff,
+                    probe_at: now + backoff,
+                    backoff,
+                }
+            }
         });
     }
 }
