@@ -752,6 +752,10 @@ struct Recovery {
 /// deletions, expired deduplication records) are the exception: the index applied them when
 /// they were submitted, so they are carried and applied first in the next successful
 /// transaction, keeping disk and index in the order they were submitted.
+///
+/// One case stays ambiguous, as it is for any store: a commit whose final fsync fails may be on
+/// disk all the same. Its sends were answered 503 and are not receivable in this process; a
+/// restart finds them (delivered at least once, as a retried send would be).
 struct Committer {
     shared: Arc<Shared>,
     open: Opener,
