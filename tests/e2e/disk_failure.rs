@@ -6,7 +6,9 @@
 //! the test says why it did not run and passes). A file-size limit (`prlimit` on the server)
 //! is the other way writes fail, and one that by default kills the process.
 
-use crate::harness::{assert_error, decode, drain, tenant_token, Server, SECRET};
+use crate::harness::{
+    assert_error, assert_none_lost, decode, drain, stream_sends, tenant_token, Server, SECRET,
+};
 use reqwest::{Method, Response};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -40,7 +42,12 @@ impl SmallDisk {
 
     /// Writes a file until the disk has no room left.
     fn fill(&self) -> PathBuf {
-        let path = self.path().join("filler");
+        Self::fill_at(self.path())
+    }
+
+    /// Writes a file in `dir` until its disk has no room left.
+    fn fill_at(dir: &Path) -> PathBuf {
+        let path = dir.join("filler");
         let mut file = std::fs::File::create(&path).unwrap();
         let chunk = vec![0u8; 4096];
         loop {
@@ -237,4 +244,62 @@ async fn a_file_size_limit_answers_503_and_the_server_survives_it() {
     let server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
     let received: BTreeSet<String> = drain(&server, "q", &t).await.into_iter().collect();
     assert_eq!(received, BTreeSet::from(["before".to_owned(), after]));
+}
+
+#[tokio::test]
+async fn concurrent_sends_as_the_disk_fills_keep_exactly_the_acknowledged() {
+    let disk = match SmallDisk::mount() {
+        Ok(disk) => disk,
+        Err(why) => {
+            eprintln!("skipped: this test mounts a tmpfs, which failed here: {why}");
+            return;
+        }
+    };
+    let data = disk.path().join("data");
+    let mut server = Server::start_in(&data, &["--jwt-secret", SECRET]);
+    let t = tenant_token("acme");
+    assert_eq!(
+        server.call(Method::PUT, "/v1/queues/q", &t, None).await.0,
+        201
+    );
+
+    // Each producer stops at its first refused send, which the filling disk brings about.
+    let (acknowledged, producers) = stream_sends(&server, "q", &t, 4, 50_000);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while acknowledged.lock().unwrap().len() < 20 {
+        assert!(Instant::now() < deadline, "the stream did not start");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let filler = {
+        let disk_path = disk.path().to_owned();
+        tokio::task::spawn_blocking(move || SmallDisk::fill_at(&disk_path))
+            .await
+            .unwrap()
+    };
+    for producer in producers {
+        producer.await.unwrap();
+    }
+    let mut acknowledged: BTreeSet<String> = acknowledged.lock().unwrap().iter().cloned().collect();
+
+    std::fs::remove_file(filler).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while server.probe("/readyz").await != 200 {
+        assert!(Instant::now() < deadline, "the server did not recover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        send(&server, &t, "after").await.0,
+        201,
+        "writes succeed again"
+    );
+    acknowledged.insert("after".to_owned());
+    let received = drain(&server, "q", &t).await;
+    assert_none_lost(&acknowledged.iter().cloned().collect::<Vec<_>>(), &received);
+    let received: BTreeSet<String> = received.into_iter().collect();
+    assert_eq!(received, acknowledged, "nothing refused was stored");
+
+    server.kill();
+    let server = Server::start_in(&data, &["--jwt-secret", SECRET]);
+    let received: BTreeSet<String> = drain(&server, "q", &t).await.into_iter().collect();
+    assert_eq!(received, acknowledged, "the same after a restart");
 }
