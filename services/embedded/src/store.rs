@@ -1,12 +1,12 @@
 //! The durable half of the engine: the redb tables and the records stored in them, the start-up
 //! scan that rebuilds the in-memory index, the reads of message bodies, and the one OS thread
-//! that owns every write (group commit).
+//! that owns every write (group commit) and the recovery from failed ones ([`Committer`]).
 //!
 //! Layout (all values are postcard):
 //!
 //! | table       | key                  | value                                          |
 //! |-------------|----------------------|------------------------------------------------|
-//! | `meta`      | `&str`               | `u64` (the format version)                     |
+//! | `meta`      | `&str`               | `u64`: the format version; `probe`: when a recovery probe last wrote |
 //! | `tenants`   | tenant id            | [`TenantRecord`]                               |
 //! | `queues`    | `"tenant/name"`      | [`QueueRecord`]                                |
 //! | `queue_seq` | queue uid            | next sequence number to hand out               |
@@ -946,8 +946,8 @@ fn removal(op: WriteOp) -> Option<WriteOp> {
     }
 }
 
-/// The `meta` key a recovery probe writes: a real write, not just a header update, so it
-/// fails while the disk has no room.
+/// The `meta` key a recovery probe writes: a real change to a table, not just a new header, so
+/// the probe needs room as a small send does.
 const PROBE_KEY: &str = "probe";
 
 /// Applies `carried` then a batch in one transaction committed with immediate durability (one
