@@ -10,7 +10,10 @@
 //! * **Group commit** (`store.rs`): one OS thread owns every write. It takes everything queued
 //!   while the previous commit was fsyncing and applies it in one transaction with one fsync,
 //!   then answers every waiter. [`CommitMode::FsyncEachWrite`] commits each request on its own,
-//!   for comparison.
+//!   for comparison. A commit that fails (disk full, file-size limit, I/O error) fails only the
+//!   requests in it, with [`EngineError::Unavailable`]; the thread reopens the database (redb
+//!   refuses all work after a failed write) with backoff and probes until a commit succeeds,
+//!   and [`Engine::ping`] reports the engine unavailable until then.
 //!
 //! What a successful answer means: `send`, `delete`, `purge`, `expire`, queue and tenant changes
 //! are on disk (fsynced) before they answer. A message is never delivered before its send is
@@ -207,7 +210,23 @@ impl EmbeddedEngine {
         std::fs::create_dir_all(dir).map_err(|e| {
             EngineError::Unavailable(format!("cannot create {}: {e}", dir.display()))
         })?;
-        let db = store::open_database(&dir.join(DATABASE_FILE))?;
+        survive_file_size_limit();
+        let path = dir.join(DATABASE_FILE);
+        Self::open_with(
+            Box::new(move || store::open_database(&path)),
+            options,
+            &dir.display().to_string(),
+        )
+    }
+
+    /// Opens the engine on what `open` opens (again after a failed write); `label` names it in
+    /// logs.
+    fn open_with(
+        open: store::Opener,
+        options: EmbeddedOptions,
+        label: &str,
+    ) -> Result<Self, EngineError> {
+        let db = open()?;
         let handle_key = secret::handle_key(&db)?;
         let catalog = store::read_catalog(&db)?;
 
@@ -268,13 +287,13 @@ impl EmbeddedEngine {
             tombstones.insert(id, deleted_at);
         }
         tracing::info!(
-            dir = %dir.display(),
+            dir = label,
             queues = queues.values().map(BTreeMap::len).sum::<usize>(),
             messages,
             "embedded engine opened"
         );
         Ok(Self {
-            store: Store::start(db, options.commit_mode)?,
+            store: Store::start(db, options.commit_mode, open)?,
             queues: Arc::new(RwLock::new(queues)),
             tenants: Arc::new(RwLock::new(tenants)),
             tombstones: Arc::new(RwLock::new(tombstones)),
@@ -368,6 +387,20 @@ impl EmbeddedEngine {
     }
 }
 
+/// Writing past a file-size limit (`RLIMIT_FSIZE`) raises SIGXFSZ, whose default action ends
+/// the process. With a handler registered (it stays for the life of the process) the write
+/// fails with `EFBIG` instead, which the commit thread answers with 503s and recovers from once
+/// the limit allows writes again. Needs a tokio runtime; without one the default stays.
+fn survive_file_size_limit() {
+    #[cfg(unix)]
+    if tokio::runtime::Handle::try_current().is_ok() {
+        let kind = tokio::signal::unix::SignalKind::from_raw(libc::SIGXFSZ);
+        if let Err(e) = tokio::signal::unix::signal(kind) {
+            tracing::warn!(error = %e, "cannot catch SIGXFSZ: a file-size limit will end the process");
+        }
+    }
+}
+
 /// The answers of a send, in order, from what was admitted.
 fn answer_sends(
     admissions: Vec<Admission>,
@@ -414,13 +447,8 @@ fn own_handle(text: &str, key: &HandleKey, uid: u64) -> Result<ReceiptHandle, Ha
 #[async_trait]
 impl Engine for EmbeddedEngine {
     async fn ping(&self) -> Result<(), EngineError> {
-        if self.store.is_alive() {
-            Ok(())
-        } else {
-            Err(EngineError::Unavailable(
-                "the embedded store's commit thread has stopped".into(),
-            ))
-        }
+        // Not ready while writes fail: the commit thread records that and probes for recovery.
+        self.store.health()
     }
 
     async fn ensure_tenant(
@@ -920,12 +948,18 @@ impl Engine for EmbeddedEngine {
                     Ok(())
                 })
                 .collect();
-            let pending = (!removed.is_empty()).then(|| {
-                self.store.submit(vec![WriteOp::Delete {
+            let pending = if !removed.is_empty() {
+                Some(self.store.submit(vec![WriteOp::Delete {
                     uid: entry.uid,
                     seqs: removed,
-                }])
-            });
+                }]))
+            } else if self.store.is_degraded() {
+                // A retry of a delete whose commit failed finds the message gone from the index
+                // while its removal is still carried: answer once a commit has written it.
+                Some(self.store.submit(Vec::new()))
+            } else {
+                None
+            };
             (answers, pending)
         };
         if let Some(pending) = pending {
@@ -1013,6 +1047,8 @@ impl Engine for EmbeddedEngine {
     }
 }
 
+#[cfg(test)]
+mod failure_tests;
 #[cfg(test)]
 mod fifo_tests;
 #[cfg(test)]

@@ -1,12 +1,12 @@
 //! The durable half of the engine: the redb tables and the records stored in them, the start-up
 //! scan that rebuilds the in-memory index, the reads of message bodies, and the one OS thread
-//! that owns every write (group commit).
+//! that owns every write (group commit) and the recovery from failed ones ([`Committer`]).
 //!
 //! Layout (all values are postcard):
 //!
 //! | table       | key                  | value                                          |
 //! |-------------|----------------------|------------------------------------------------|
-//! | `meta`      | `&str`               | `u64` (the format version)                     |
+//! | `meta`      | `&str`               | `u64`: the format version; `probe`: when a recovery probe last wrote |
 //! | `tenants`   | tenant id            | [`TenantRecord`]                               |
 //! | `tenant_tombstones` | tenant id    | `u64`: when the tenant was last deleted (ms)   |
 //! | `queues`    | `"tenant/name"`      | [`QueueRecord`]                                |
@@ -36,8 +36,9 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use crate::fifo::{DedupEntry, DedupKey};
@@ -184,6 +185,24 @@ pub(crate) fn internal(e: impl Display) -> EngineError {
     EngineError::Internal(e.to_string())
 }
 
+/// Classifies a redb error. The disk refusing work (full, a file-size limit, an I/O error, or the
+/// failed state redb latches after one) is an outage that reopening the database once writes can
+/// succeed again repairs, so it is [`EngineError::Unavailable`]; anything else (corruption, a
+/// misuse) is [`EngineError::Internal`].
+pub(crate) fn storage(e: impl Into<redb::Error>) -> EngineError {
+    let e = e.into();
+    match e {
+        redb::Error::Io(_)
+        | redb::Error::PreviousIo
+        | redb::Error::DatabaseClosed
+        | redb::Error::DatabaseAlreadyOpen
+        | redb::Error::Backend(_) => {
+            EngineError::Unavailable(format!("the disk store failed: {e}"))
+        }
+        _ => EngineError::Internal(e.to_string()),
+    }
+}
+
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, EngineError> {
     postcard::to_stdvec(value).map_err(internal)
 }
@@ -199,36 +218,41 @@ pub(crate) fn open_database(path: &Path) -> Result<Database, EngineError> {
         .set_cache_size(CACHE_BYTES)
         .create(path)
         .map_err(|e| EngineError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
-    let txn = db.begin_write().map_err(internal)?;
+    prepare(db, &path.display().to_string())
+}
+
+/// Checks (or records, or migrates) the storage format of the database `label` and creates
+/// any missing table.
+pub(crate) fn prepare(db: Database, label: &str) -> Result<Database, EngineError> {
+    let txn = db.begin_write().map_err(storage)?;
     {
-        let mut meta = txn.open_table(META).map_err(internal)?;
-        let found = meta.get(FORMAT_KEY).map_err(internal)?.map(|v| v.value());
+        let mut meta = txn.open_table(META).map_err(storage)?;
+        let found = meta.get(FORMAT_KEY).map_err(storage)?.map(|v| v.value());
         match found {
             None => {
-                meta.insert(FORMAT_KEY, FORMAT_VERSION).map_err(internal)?;
+                meta.insert(FORMAT_KEY, FORMAT_VERSION).map_err(storage)?;
             }
             Some(FORMAT_VERSION) => {}
             Some(1) => {
-                tracing::info!(path = %path.display(), "migrating storage format 1 to 2");
+                tracing::info!(path = label, "migrating storage format 1 to 2");
                 migrate_from_1(&txn)?;
-                meta.insert(FORMAT_KEY, FORMAT_VERSION).map_err(internal)?;
+                meta.insert(FORMAT_KEY, FORMAT_VERSION).map_err(storage)?;
             }
             Some(other) => {
                 return Err(EngineError::Internal(format!(
-                    "{} is in storage format {other}; this build reads format {FORMAT_VERSION}",
-                    path.display()
+                    "{label} is in storage format {other}; this build reads format {FORMAT_VERSION}"
                 )))
             }
         }
-        txn.open_table(TENANTS).map_err(internal)?;
-        txn.open_table(TOMBSTONES).map_err(internal)?;
-        txn.open_table(QUEUES).map_err(internal)?;
-        txn.open_table(QUEUE_SEQ).map_err(internal)?;
-        txn.open_table(MSG_META).map_err(internal)?;
-        txn.open_table(MSG_BODY).map_err(internal)?;
-        txn.open_table(DEDUP).map_err(internal)?;
+        txn.open_table(TENANTS).map_err(storage)?;
+        txn.open_table(TOMBSTONES).map_err(storage)?;
+        txn.open_table(QUEUES).map_err(storage)?;
+        txn.open_table(QUEUE_SEQ).map_err(storage)?;
+        txn.open_table(MSG_META).map_err(storage)?;
+        txn.open_table(MSG_BODY).map_err(storage)?;
+        txn.open_table(DEDUP).map_err(storage)?;
     }
-    txn.commit().map_err(internal)?;
+    txn.commit().map_err(storage)?;
     Ok(db)
 }
 
@@ -259,12 +283,12 @@ const MIGRATION_CHUNK: usize = 4096;
 /// Rewrites a format-1 file as format 2, inside the caller's transaction: queue records get
 /// the FIFO configuration fields (defaults), message records a `deduplication_id` of `None`.
 fn migrate_from_1(txn: &WriteTransaction) -> Result<(), EngineError> {
-    let mut queues = txn.open_table(QUEUES).map_err(internal)?;
+    let mut queues = txn.open_table(QUEUES).map_err(storage)?;
     let old = queues
         .iter()
-        .map_err(internal)?
+        .map_err(storage)?
         .map(|row| {
-            let (key, value) = row.map_err(internal)?;
+            let (key, value) = row.map_err(storage)?;
             Ok((key.value().to_owned(), value.value().to_vec()))
         })
         .collect::<Result<Vec<(String, Vec<u8>)>, EngineError>>()?;
@@ -289,22 +313,22 @@ fn migrate_from_1(txn: &WriteTransaction) -> Result<(), EngineError> {
         };
         queues
             .insert(key.as_str(), encode(&record)?.as_slice())
-            .map_err(internal)?;
+            .map_err(storage)?;
     }
 
     // `deduplication_id` is the last field: postcard encodes `None` as one zero byte.
-    let mut meta = txn.open_table(MSG_META).map_err(internal)?;
+    let mut meta = txn.open_table(MSG_META).map_err(storage)?;
     let mut after: Option<(u64, u64)> = None;
     loop {
         let rows = match after {
             None => meta.iter(),
             Some(key) => meta.range::<(u64, u64)>((Bound::Excluded(key), Bound::Unbounded)),
         }
-        .map_err(internal)?;
+        .map_err(storage)?;
         let chunk = rows
             .take(MIGRATION_CHUNK)
             .map(|row| {
-                let (key, value) = row.map_err(internal)?;
+                let (key, value) = row.map_err(storage)?;
                 Ok((key.value(), value.value().to_vec()))
             })
             .collect::<Result<Vec<((u64, u64), Vec<u8>)>, EngineError>>()?;
@@ -314,7 +338,7 @@ fn migrate_from_1(txn: &WriteTransaction) -> Result<(), EngineError> {
         after = Some(last);
         for (key, mut value) in chunk {
             value.push(0);
-            meta.insert(key, value.as_slice()).map_err(internal)?;
+            meta.insert(key, value.as_slice()).map_err(storage)?;
         }
     }
     Ok(())
@@ -322,28 +346,28 @@ fn migrate_from_1(txn: &WriteTransaction) -> Result<(), EngineError> {
 
 /// Reads tenants and queues (small tables) at start-up.
 pub(crate) fn read_catalog(db: &Database) -> Result<Catalog, EngineError> {
-    let txn = db.begin_read().map_err(internal)?;
+    let txn = db.begin_read().map_err(storage)?;
     let mut catalog = Catalog::default();
-    let tenants = txn.open_table(TENANTS).map_err(internal)?;
-    for row in tenants.iter().map_err(internal)? {
-        let (_, value) = row.map_err(internal)?;
+    let tenants = txn.open_table(TENANTS).map_err(storage)?;
+    for row in tenants.iter().map_err(storage)? {
+        let (_, value) = row.map_err(storage)?;
         catalog
             .tenants
             .push(decode(value.value(), "tenant record")?);
     }
-    let tombstones = txn.open_table(TOMBSTONES).map_err(internal)?;
-    for row in tombstones.iter().map_err(internal)? {
-        let (id, at) = row.map_err(internal)?;
+    let tombstones = txn.open_table(TOMBSTONES).map_err(storage)?;
+    for row in tombstones.iter().map_err(storage)? {
+        let (id, at) = row.map_err(storage)?;
         catalog.tombstones.push((id.value().to_owned(), at.value()));
     }
-    let seqs = txn.open_table(QUEUE_SEQ).map_err(internal)?;
-    let queues = txn.open_table(QUEUES).map_err(internal)?;
-    for row in queues.iter().map_err(internal)? {
-        let (key, value) = row.map_err(internal)?;
+    let seqs = txn.open_table(QUEUE_SEQ).map_err(storage)?;
+    let queues = txn.open_table(QUEUES).map_err(storage)?;
+    for row in queues.iter().map_err(storage)? {
+        let (key, value) = row.map_err(storage)?;
         let record: QueueRecord = decode(value.value(), "queue record")?;
         let next_seq = seqs
             .get(record.uid)
-            .map_err(internal)?
+            .map_err(storage)?
             .map_or(1, |v| v.value());
         catalog
             .queues
@@ -375,10 +399,10 @@ pub(crate) fn scan_messages(
 ) -> Result<(), EngineError> {
     let mut orphans = BTreeSet::new();
     {
-        let txn = db.begin_read().map_err(internal)?;
-        let meta = txn.open_table(MSG_META).map_err(internal)?;
-        for row in meta.iter().map_err(internal)? {
-            let (key, value) = row.map_err(internal)?;
+        let txn = db.begin_read().map_err(storage)?;
+        let meta = txn.open_table(MSG_META).map_err(storage)?;
+        for row in meta.iter().map_err(storage)? {
+            let (key, value) = row.map_err(storage)?;
             let (uid, seq) = key.value();
             if orphans.contains(&uid) {
                 continue;
@@ -395,20 +419,20 @@ pub(crate) fn scan_messages(
         queues = orphans.len(),
         "deleting messages of queues that no longer exist"
     );
-    let txn = db.begin_write().map_err(internal)?;
+    let txn = db.begin_write().map_err(storage)?;
     {
-        let mut meta = txn.open_table(MSG_META).map_err(internal)?;
-        let mut body = txn.open_table(MSG_BODY).map_err(internal)?;
-        let mut seqs = txn.open_table(QUEUE_SEQ).map_err(internal)?;
+        let mut meta = txn.open_table(MSG_META).map_err(storage)?;
+        let mut body = txn.open_table(MSG_BODY).map_err(storage)?;
+        let mut seqs = txn.open_table(QUEUE_SEQ).map_err(storage)?;
         for uid in orphans {
             let range = (uid, 0)..=(uid, u64::MAX);
             meta.retain_in(range.clone(), |_, _| false)
-                .map_err(internal)?;
-            body.retain_in(range, |_, _| false).map_err(internal)?;
-            seqs.remove(uid).map_err(internal)?;
+                .map_err(storage)?;
+            body.retain_in(range, |_, _| false).map_err(storage)?;
+            seqs.remove(uid).map_err(storage)?;
         }
     }
-    txn.commit().map_err(internal)?;
+    txn.commit().map_err(storage)?;
     Ok(())
 }
 
@@ -433,10 +457,10 @@ pub(crate) fn scan_dedup(
 ) -> Result<(), EngineError> {
     let mut orphans = BTreeSet::new();
     {
-        let txn = db.begin_read().map_err(internal)?;
-        let table = txn.open_table(DEDUP).map_err(internal)?;
-        for row in table.iter().map_err(internal)? {
-            let (key, value) = row.map_err(internal)?;
+        let txn = db.begin_read().map_err(storage)?;
+        let table = txn.open_table(DEDUP).map_err(storage)?;
+        for row in table.iter().map_err(storage)? {
+            let (key, value) = row.map_err(storage)?;
             let (uid, group, id) = key.value();
             if orphans.contains(&uid) {
                 continue;
@@ -460,22 +484,25 @@ pub(crate) fn scan_dedup(
     if orphans.is_empty() {
         return Ok(());
     }
-    let txn = db.begin_write().map_err(internal)?;
+    let txn = db.begin_write().map_err(storage)?;
     {
-        let mut table = txn.open_table(DEDUP).map_err(internal)?;
+        let mut table = txn.open_table(DEDUP).map_err(storage)?;
         for uid in orphans {
             table
                 .retain_in(dedup_range(uid), |_, _| false)
-                .map_err(internal)?;
+                .map_err(storage)?;
         }
     }
-    txn.commit().map_err(internal)?;
+    txn.commit().map_err(storage)?;
     Ok(())
 }
 
 /// Runs on the commit thread once a submission's transaction has committed (or failed), before
 /// its waiter is answered.
 pub(crate) type OnCommit = Box<dyn FnOnce(&Result<(), EngineError>) + Send>;
+
+/// Opens the database (with every table present): at start, and again after a failed write.
+pub(crate) type Opener = Box<dyn Fn() -> Result<Database, EngineError> + Send>;
 
 /// One submission to the commit thread: operations applied atomically, and who to tell.
 struct Job {
@@ -501,34 +528,69 @@ fn stopped() -> EngineError {
     EngineError::Unavailable("the embedded store's commit thread has stopped".into())
 }
 
+/// What readers and the commit thread share.
+struct Shared {
+    /// The open database; `None` while the commit thread reopens it after a failed write.
+    db: RwLock<Option<Arc<Database>>>,
+    commits: AtomicU64,
+    /// Why writes are failing, from the failed commit until one succeeds again.
+    failure: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_failure(&self, why: Option<String>) {
+        *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = why;
+    }
+
+    fn set_db(&self, db: Option<Arc<Database>>) {
+        *self.db.write().unwrap_or_else(PoisonError::into_inner) = db;
+    }
+}
+
 /// The open store: the database for reads and the channel to the thread that does all writes.
 pub(crate) struct Store {
-    db: Arc<Database>,
+    shared: Arc<Shared>,
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
-    commits: Arc<AtomicU64>,
 }
 
 impl Store {
-    /// Starts the commit thread. Call after the start-up scan: from here on that thread is the
-    /// only writer.
-    pub(crate) fn start(db: Database, mode: CommitMode) -> Result<Self, EngineError> {
+    /// Starts the commit thread on `db`, which `open` opened. Call after the start-up scan: from
+    /// here on that thread is the only writer, and it calls `open` again whenever a failed write
+    /// leaves redb refusing all further work.
+    pub(crate) fn start(db: Database, mode: CommitMode, open: Opener) -> Result<Self, EngineError> {
         let db = Arc::new(db);
-        let commits = Arc::new(AtomicU64::new(0));
+        let shared = Arc::new(Shared {
+            db: RwLock::new(Some(Arc::clone(&db))),
+            commits: AtomicU64::new(0),
+            failure: Mutex::new(None),
+        });
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("sluice-commit".into())
             .spawn({
-                let db = Arc::clone(&db);
-                let commits = Arc::clone(&commits);
-                move || commit_loop(&db, &rx, mode, &commits)
+                let mut committer = Committer {
+                    shared: Arc::clone(&shared),
+                    open,
+                    mode,
+                    db: Some(db),
+                    carried: Vec::new(),
+                    recovery: None,
+                };
+                move || committer.run(&rx)
             })
             .map_err(internal)?;
         Ok(Self {
-            db,
+            shared,
             jobs: Some(tx),
             thread: Some(thread),
-            commits,
         })
     }
 
@@ -580,11 +642,40 @@ impl Store {
 
     /// Write transactions committed since start.
     pub(crate) fn commits(&self) -> u64 {
-        self.commits.load(Ordering::Relaxed)
+        self.shared.commits.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn is_alive(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    /// Whether writes can be expected to succeed: the commit thread runs and its last commit
+    /// (or recovery probe) succeeded.
+    pub(crate) fn health(&self) -> Result<(), EngineError> {
+        if self.thread.as_ref().is_none_or(JoinHandle::is_finished) {
+            return Err(stopped());
+        }
+        match self.shared.failure() {
+            None => Ok(()),
+            Some(why) => Err(EngineError::Unavailable(format!(
+                "the disk store cannot be written: {why}"
+            ))),
+        }
+    }
+
+    /// Whether the last commit failed (removals it carried are not yet on disk).
+    pub(crate) fn is_degraded(&self) -> bool {
+        self.shared.failure().is_some()
+    }
+
+    fn db(&self) -> Result<Arc<Database>, EngineError> {
+        let db = self
+            .shared
+            .db
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &*db {
+            Some(db) => Ok(Arc::clone(db)),
+            None => Err(EngineError::Unavailable(
+                "the disk store is being reopened after a failed write".into(),
+            )),
+        }
     }
 
     /// Reads the records of several messages of one queue from one snapshot; `None` for a
@@ -597,13 +688,29 @@ impl Store {
         if seqs.is_empty() {
             return Ok(Vec::new());
         }
-        let txn = self.db.begin_read().map_err(internal)?;
-        let meta = txn.open_table(MSG_META).map_err(internal)?;
-        let body = txn.open_table(MSG_BODY).map_err(internal)?;
+        let db = self.db()?;
+        let result = Self::read_from(&db, uid, seqs);
+        drop(db);
+        if let Err(EngineError::Unavailable(_)) = &result {
+            // A failed read latches redb's failed state as a failed write does, and only the
+            // commit thread reopens: an empty commit makes it notice even when nothing writes.
+            self.submit_detached(Vec::new());
+        }
+        result
+    }
+
+    fn read_from(
+        db: &Database,
+        uid: u64,
+        seqs: &[u64],
+    ) -> Result<Vec<Option<(MetaRecord, BodyRecord)>>, EngineError> {
+        let txn = db.begin_read().map_err(storage)?;
+        let meta = txn.open_table(MSG_META).map_err(storage)?;
+        let body = txn.open_table(MSG_BODY).map_err(storage)?;
         let mut out = Vec::with_capacity(seqs.len());
         for &seq in seqs {
-            let m = meta.get((uid, seq)).map_err(internal)?;
-            let b = body.get((uid, seq)).map_err(internal)?;
+            let m = meta.get((uid, seq)).map_err(storage)?;
+            let b = body.get((uid, seq)).map_err(storage)?;
             out.push(match (m, b) {
                 (Some(m), Some(b)) => Some((
                     decode(m.value(), "message record")?,
@@ -629,49 +736,260 @@ impl Drop for Store {
     }
 }
 
-fn commit_loop(db: &Database, rx: &mpsc::Receiver<Job>, mode: CommitMode, commits: &AtomicU64) {
-    while let Ok(first) = rx.recv() {
-        let mut ops = first.ops.len();
-        let mut batch = vec![first];
-        if mode == CommitMode::Group {
-            // Everything that arrived while the previous commit was fsyncing rides this one.
-            while ops < MAX_BATCH_OPS {
-                match rx.try_recv() {
-                    Ok(job) => {
-                        ops += job.ops.len();
-                        batch.push(job);
+/// Wait before probing after a first failed write, and between attempts after a second;
+/// doubled on each failed attempt up to [`MAX_REOPEN_BACKOFF`].
+const FIRST_REOPEN_BACKOFF: Duration = Duration::from_millis(200);
+/// Longest wait between recovery attempts: how long a store that can write again may still
+/// refuse writes and answer not ready.
+const MAX_REOPEN_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The commit thread's state while writes are failing.
+struct Recovery {
+    /// From when a batch may try again (reopening first if closed); until then batches are
+    /// refused at once, so a lasting failure costs no reopen per request.
+    due: Instant,
+    /// When to try on its own with a probe commit, if idle.
+    probe_at: Instant,
+    backoff: Duration,
+}
+
+/// The commit thread: owns every write and the recovery from failed ones.
+///
+/// After redb fails to write (disk full, file-size limit, I/O error) it refuses every later
+/// operation, reads included, so the thread answers the failed batch with
+/// [`EngineError::Unavailable`], closes the database and reopens it at once (for the readers).
+/// The next batch tries again; once that fails too, batches are refused at once between
+/// attempts spaced by a growing backoff, and an idle thread probes with a small commit, until
+/// a commit succeeds.
+///
+/// A failed batch changes nothing on disk, and the index learns of its sends and catalog
+/// changes only from a successful commit, so both agree. Its removals (deletes, purges, queue
+/// deletions, expired deduplication records) are the exception: the index applied them when
+/// they were submitted, so they are carried and applied first in the next successful
+/// transaction, keeping disk and index in the order they were submitted.
+///
+/// One case stays ambiguous, as it is for any store: a commit whose final fsync fails may be on
+/// disk all the same. Its sends were answered 503 and are not receivable in this process; a
+/// restart finds them (delivered at least once, as a retried send would be).
+struct Committer {
+    shared: Arc<Shared>,
+    open: Opener,
+    mode: CommitMode,
+    /// The database writes go to; `None` once a failure closed it, until a reopen succeeds.
+    db: Option<Arc<Database>>,
+    /// Removals of failed batches, applied first by the next commit.
+    carried: Vec<WriteOp>,
+    recovery: Option<Recovery>,
+}
+
+impl Committer {
+    fn run(&mut self, rx: &mpsc::Receiver<Job>) {
+        loop {
+            let first = match self.recovery.as_ref().map(|r| r.probe_at) {
+                None => match rx.recv() {
+                    Ok(job) => job,
+                    Err(_) => return,
+                },
+                Some(probe_at) => {
+                    match rx.recv_timeout(probe_at.saturating_duration_since(Instant::now())) {
+                        Ok(job) => job,
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            // Idle while degraded: find out whether writes succeed again, so
+                            // readiness recovers without waiting for a client's write.
+                            let _ = self.write(&[], true);
+                            continue;
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => return,
                     }
-                    Err(_) => break,
+                }
+            };
+            let mut ops = first.ops.len();
+            let mut batch = vec![first];
+            if self.mode == CommitMode::Group {
+                // Everything that arrived while the previous commit was fsyncing rides this one.
+                while ops < MAX_BATCH_OPS {
+                    match rx.try_recv() {
+                        Ok(job) => {
+                            ops += job.ops.len();
+                            batch.push(job);
+                        }
+                        Err(_) => break,
+                    }
+                }
+            }
+            let result = self.write(&batch, false);
+            let carry = matches!(result, Err(EngineError::Unavailable(_)));
+            for job in batch {
+                if carry {
+                    self.carried.extend(job.ops.into_iter().filter_map(removal));
+                }
+                if let Some(on_commit) = job.on_commit {
+                    on_commit(&result);
+                }
+                if let Some(done) = job.done {
+                    // The waiter may have given up (its request was cancelled); nothing to tell.
+                    let _ = done.send(result.clone());
                 }
             }
         }
-        let result = commit(db, &batch);
+    }
+
+    /// Commits the carried removals and `batch` in one transaction, reopening the database first
+    /// if a failure closed it and the next attempt is due; `probe` adds a small write of its own.
+    fn write(&mut self, batch: &[Job], probe: bool) -> Result<(), EngineError> {
+        let (result, attempted) = match self.usable_db() {
+            Ok(db) => (commit(&db, &self.carried, batch, probe), true),
+            Err(e) => (Err(e), false),
+        };
         match &result {
             Ok(()) => {
-                commits.fetch_add(1, Ordering::Relaxed);
+                self.shared.commits.fetch_add(1, Ordering::Relaxed);
+                self.carried.clear();
+                if self.recovery.take().is_some() {
+                    self.shared.set_failure(None);
+                    tracing::info!("the disk store accepts writes again");
+                }
             }
-            Err(e) => tracing::error!(error = %e, jobs = batch.len(), "group commit failed"),
+            Err(EngineError::Unavailable(why)) => {
+                if self.recovery.is_none() {
+                    tracing::error!(error = %why, jobs = batch.len(), "commit failed; reopening the store");
+                } else {
+                    tracing::debug!(error = %why, "commit failed again while recovering");
+                }
+                if attempted {
+                    self.failed(why);
+                    // redb refuses all work, reads too, after a failed write until the database
+                    // is reopened. Reopening reads and repairs but need not grow the file, so it
+                    // usually succeeds on a full disk, and reads go on while writes wait for the
+                    // next attempt.
+                    self.close();
+                    let _ = self.reopen();
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, jobs = batch.len(), "group commit failed");
+                if attempted && self.recovery.is_some() {
+                    // Keep the probes on their backoff rather than retrying at once.
+                    self.failed(&e.to_string());
+                }
+            }
         }
-        for job in batch {
-            if let Some(on_commit) = job.on_commit {
-                on_commit(&result);
+        result
+    }
+
+    /// The database to write to: none while recovering until the next attempt is due, then
+    /// reopened if a failure closed it.
+    fn usable_db(&mut self) -> Result<Arc<Database>, EngineError> {
+        if let Some(recovery) = &self.recovery {
+            if Instant::now() < recovery.due {
+                let why = self.shared.failure().unwrap_or_default();
+                return Err(EngineError::Unavailable(format!(
+                    "the disk store is recovering from a failed write: {why}"
+                )));
             }
-            if let Some(done) = job.done {
-                // The waiter may have given up (its request was cancelled); nothing to tell.
-                let _ = done.send(result.clone());
+        }
+        if let Some(db) = &self.db {
+            return Ok(Arc::clone(db));
+        }
+        self.reopen().map_err(|why| {
+            self.failed(&why);
+            EngineError::Unavailable(format!("the disk store cannot be reopened: {why}"))
+        })
+    }
+
+    /// Opens the database again and hands it to readers; answers why not.
+    fn reopen(&mut self) -> Result<Arc<Database>, String> {
+        match (self.open)() {
+            Ok(db) => {
+                let db = Arc::new(db);
+                self.db = Some(Arc::clone(&db));
+                self.shared.set_db(Some(Arc::clone(&db)));
+                tracing::debug!("reopened the store");
+                Ok(db)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "reopening the store failed");
+                Err(e.to_string())
             }
         }
     }
+
+    /// Drops every handle this thread and new readers can get; the file is released once the
+    /// reads in progress finish (a reopen before then fails and is retried).
+    fn close(&mut self) {
+        self.shared.set_db(None);
+        self.db = None;
+    }
+
+    /// Records a failed attempt and schedules the next.
+    fn failed(&mut self, why: &str) {
+        self.shared.set_failure(Some(why.to_owned()));
+        let now = Instant::now();
+        self.recovery = Some(match &self.recovery {
+            // The next batch tries at once: a failure that has passed fails no other request.
+            None => Recovery {
+                due: now,
+                probe_at: now + FIRST_REOPEN_BACKOFF,
+                backoff: FIRST_REOPEN_BACKOFF,
+            },
+            Some(r) => {
+                let backoff = (r.backoff * 2).min(MAX_REOPEN_BACKOFF);
+                Recovery {
+                    due: now + backoff,
+                    probe_at: now + backoff,
+                    backoff,
+                }
+            }
+        });
+    }
 }
 
-/// Applies a batch in one transaction committed with immediate durability (one fsync).
-fn commit(db: &Database, batch: &[Job]) -> Result<(), EngineError> {
-    let txn = db.begin_write().map_err(internal)?;
-    apply_all(&txn, batch).map_err(internal)?;
-    txn.commit().map_err(internal)
+/// The part of a failed operation the index applied already, to carry to the next commit.
+fn removal(op: WriteOp) -> Option<WriteOp> {
+    match op {
+        WriteOp::DeleteQueue { .. }
+        | WriteOp::Delete { .. }
+        | WriteOp::Purge { .. }
+        | WriteOp::Forget { .. } => Some(op),
+        WriteOp::Insert { uid, forget, .. } if !forget.is_empty() => {
+            Some(WriteOp::Forget { uid, keys: forget })
+        }
+        WriteOp::Insert { .. }
+        | WriteOp::PutTenant { .. }
+        | WriteOp::DeleteTenant { .. }
+        | WriteOp::PutQueue { .. } => None,
+    }
 }
 
-fn apply_all(txn: &WriteTransaction, batch: &[Job]) -> Result<(), redb::Error> {
+/// The `meta` key a recovery probe writes: a real change to a table, not just a new header, so
+/// the probe needs room as a small send does.
+const PROBE_KEY: &str = "probe";
+
+/// Applies `carried` then a batch in one transaction committed with immediate durability (one
+/// fsync).
+fn commit(
+    db: &Database,
+    carried: &[WriteOp],
+    batch: &[Job],
+    probe: bool,
+) -> Result<(), EngineError> {
+    let txn = db.begin_write().map_err(storage)?;
+    let ops = carried.iter().chain(batch.iter().flat_map(|job| &job.ops));
+    apply_all(&txn, ops).map_err(storage)?;
+    if probe {
+        let mut meta = txn.open_table(META).map_err(storage)?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        meta.insert(PROBE_KEY, stamp).map_err(storage)?;
+    }
+    txn.commit().map_err(storage)
+}
+
+fn apply_all<'a>(
+    txn: &WriteTransaction,
+    ops: impl Iterator<Item = &'a WriteOp>,
+) -> Result<(), redb::Error> {
     let mut tenants = txn.open_table(TENANTS)?;
     let mut tombstones = txn.open_table(TOMBSTONES)?;
     let mut queues = txn.open_table(QUEUES)?;
@@ -679,7 +997,7 @@ fn apply_all(txn: &WriteTransaction, batch: &[Job]) -> Result<(), redb::Error> {
     let mut meta = txn.open_table(MSG_META)?;
     let mut body = txn.open_table(MSG_BODY)?;
     let mut dedup = txn.open_table(DEDUP)?;
-    for op in batch.iter().flat_map(|job| &job.ops) {
+    for op in ops {
         match op {
             WriteOp::PutTenant { id, record } => {
                 tenants.insert(id.as_str(), record.as_slice())?;
