@@ -9,7 +9,7 @@
 //!    directory, i.e. the physical limit of "one fsync per acknowledged write".
 //! 2. **Sends/s with 64 concurrent producers** (tokio tasks, one 1 KiB message per send), with
 //!    [`CommitMode::Group`] and with the same engine forced to [`CommitMode::FsyncEachWrite`].
-//!    The issue requires group commit to be at least 10x faster. Each measurement opens a fresh
+//!    The target is group commit at least 10x faster. Each measurement opens a fresh
 //!    engine; the three are repeated in alternation (5 times) and medians are reported.
 //! 3. **Single-producer send latency** (p50/p99), group commit, next to the raw fdatasync
 //!    latency.
