@@ -49,7 +49,10 @@ use sluice_bench_support::flow::{
 use sluice_bench_support::stats::{median_or_nan as median, ms, quantile, runs};
 use sluice_bench_support::system::{machine_cpu, own_cpu_seconds, threads_cpu_seconds};
 use sluice_bench_support::BenchResult;
-use sluice_engine::{Engine, NewMessage, QueueConfig, QueueKey, QueueName, TenantId};
+use sluice_engine::{
+    Engine, NewMessage, QueueConfig, QueueKey, QueueName, TenantId, DEDUPLICATION_WINDOW_MS,
+    RECEIVE_ATTEMPT_WINDOW_MS,
+};
 use sluice_gateway::config::CommonArgs;
 use sluice_redis::{RedisEngine, RedisOptions};
 use sluice_testkit::RedisServer;
@@ -426,7 +429,11 @@ impl FlowDriver for Driver {
             Self::Raw(raw) => {
                 let now = now_millis();
                 let mut cmd = raw.evalsha(&raw.send_sha);
-                cmd.arg(now).arg(&raw.channel).arg(&raw.payload);
+                // The deduplication window only matters on FIFO queues; passed as the engine does.
+                cmd.arg(now)
+                    .arg(&raw.channel)
+                    .arg(&raw.payload)
+                    .arg(DEDUPLICATION_WINDOW_MS);
                 for i in 0..batch as u64 {
                     let id = first + i;
                     let json = format!(
@@ -472,17 +479,23 @@ impl FlowDriver for Driver {
                 cmd.arg(now_millis())
                     .arg(max)
                     .arg(u64::from(VISIBILITY_SECONDS) * 1000)
-                    .arg(salt);
+                    .arg(salt)
+                    .arg("")
+                    .arg(RECEIVE_ATTEMPT_WINDOW_MS);
                 let reply = raw.run(&cmd).await?;
                 let redis::Value::Array(items) = reply else {
                     return Err(format!("raw receive: unexpected reply {reply:?}").into());
                 };
-                if items.len() < 3 || int_of(&items[0])? != 1 {
+                // `1, uid, next visible hint, salt`, then six fields per message.
+                if items.len() < 4
+                    || int_of(&items[0])? != 1
+                    || int_of(&items[3])? != i64::from(salt)
+                {
                     return Err(format!("raw receive: unexpected reply {items:?}").into());
                 }
                 let uid = String::from_utf8_lossy(bytes_of(&items[1])?).into_owned();
                 let mut out = Vec::new();
-                for m in items[3..].chunks_exact(6) {
+                for m in items[4..].chunks_exact(6) {
                     let seq = int_of(&m[0])?;
                     let delivery = int_of(&m[4])?;
                     let json = bytes_of(&m[5])?;
@@ -515,7 +528,7 @@ impl FlowDriver for Driver {
             }
             Self::Raw(raw) => {
                 let mut cmd = raw.evalsha(&raw.delete_sha);
-                cmd.arg(now_millis());
+                cmd.arg(now_millis()).arg(&raw.channel).arg(&raw.payload);
                 for handle in &handles {
                     for part in handle.split(' ') {
                         cmd.arg(part);
@@ -525,8 +538,9 @@ impl FlowDriver for Driver {
                 let redis::Value::Array(items) = reply else {
                     return Err(format!("raw delete: unexpected reply {reply:?}").into());
                 };
-                if items.len() != handles.len() + 1
-                    || items.iter().skip(1).any(|v| int_of(v).ok() != Some(0))
+                // `1, woke`, then one code per handle (0: deleted).
+                if items.len() != handles.len() + 2
+                    || items.iter().skip(2).any(|v| int_of(v).ok() != Some(0))
                 {
                     return Err(format!("raw delete: unexpected reply {items:?}").into());
                 }
