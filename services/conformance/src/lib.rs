@@ -9,8 +9,12 @@
 //! async fn make() -> sluice_conformance::TestEngine { /* open a fresh engine */ }
 //! sluice_conformance::engine_suite!(make);
 //! ```
+//!
+//! [`fifo_concurrency`] is the one long-running case, run by each engine's own test with as
+//! many engines over one store as the engine allows.
 
 pub mod cases;
+pub mod fifo_concurrency;
 
 use sluice_engine::{Engine, ManualClock, TenantId};
 use sluice_services::{Limits, Services};

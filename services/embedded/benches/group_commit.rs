@@ -9,7 +9,7 @@
 //!    directory, i.e. the physical limit of "one fsync per acknowledged write".
 //! 2. **Sends/s with 64 concurrent producers** (tokio tasks, one 1 KiB message per send), with
 //!    [`CommitMode::Group`] and with the same engine forced to [`CommitMode::FsyncEachWrite`].
-//!    The issue requires group commit to be at least 10x faster. Each measurement opens a fresh
+//!    The target is group commit at least 10x faster. Each measurement opens a fresh
 //!    engine; the three are repeated in alternation (5 times) and medians are reported.
 //! 3. **Single-producer send latency** (p50/p99), group commit, next to the raw fdatasync
 //!    latency.
@@ -19,22 +19,25 @@
 //! Run: `cargo bench -p sluice-embedded --bench group_commit`. `SLUICE_BENCH_QUICK=1` shrinks
 //! every phase (smoke run); `SLUICE_BENCH_MEMORY_MESSAGES=<n>` changes how many messages the
 //! memory phase enqueues. `SLUICE_BENCH_DIR` overrides the scratch directory (default: the
-//! system temp dir, or `target/bench-tmp` when that is a tmpfs).
+//! system temp dir, or `bench-tmp` in the cargo target directory when that is a tmpfs).
 
+use sluice_bench_support::flow::BODY_BYTES;
+use sluice_bench_support::stats::{median_or_nan as median, Latencies};
+use sluice_bench_support::system::{
+    own_cpu_seconds as cpu_seconds, resident_bytes, scratch_base, threads_cpu_seconds,
+};
+use sluice_bench_support::BenchResult;
 use sluice_embedded::{CommitMode, EmbeddedEngine, EmbeddedOptions};
 use sluice_engine::{Engine, Millis, NewMessage, QueueConfig, QueueKey, QueueName, TenantId};
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-type BenchResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
-
 const PRODUCERS: usize = 64;
-const BODY_BYTES: usize = 1024;
 
 /// Sizes of every phase; [`Plan::quick`] for smoke runs.
 struct Plan {
@@ -96,96 +99,12 @@ fn body(bytes: usize) -> String {
     "x".repeat(bytes)
 }
 
-/// The scratch directory: on the real disk, never on a tmpfs (fsync there is free).
-fn scratch_base() -> BenchResult<(PathBuf, String)> {
-    let candidates: Vec<PathBuf> = match std::env::var_os("SLUICE_BENCH_DIR") {
-        Some(dir) => vec![PathBuf::from(dir)],
-        None => vec![
-            std::env::temp_dir(),
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-tmp"),
-        ],
-    };
-    for dir in candidates {
-        std::fs::create_dir_all(&dir)?;
-        let dir = dir.canonicalize()?;
-        let fs = filesystem_of(&dir).unwrap_or_else(|| "unknown".into());
-        if !fs.starts_with("tmpfs") && !fs.starts_with("ramfs") {
-            return Ok((dir, fs));
-        }
-        eprintln!("{} is on {fs}; looking further", dir.display());
-    }
-    Err("no scratch directory on a real disk; set SLUICE_BENCH_DIR".into())
-}
-
-/// `"<fstype> <device>"` of the mount holding `path`, from /proc/mounts.
-fn filesystem_of(path: &Path) -> Option<String> {
-    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
-    mounts
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let device = fields.next()?;
-            let mount_point = fields.next()?;
-            let fstype = fields.next()?;
-            path.starts_with(mount_point)
-                .then(|| (mount_point.len(), format!("{fstype} {device}")))
-        })
-        .max_by_key(|(len, _)| *len)
-        .map(|(_, fs)| fs)
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-/// Latency summary of a set of samples.
-struct Latencies {
-    count: usize,
-    p50: Duration,
-    p99: Duration,
-    p999: Duration,
-    max: Duration,
-}
-
-impl Latencies {
-    fn of(mut samples: Vec<Duration>) -> Self {
-        samples.sort_unstable();
-        let at = |q: f64| {
-            let i = ((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1;
-            samples[i]
-        };
-        Self {
-            count: samples.len(),
-            p50: at(0.50),
-            p99: at(0.99),
-            p999: at(0.999),
-            max: samples[samples.len() - 1],
-        }
-    }
-
-    fn row(&self, label: &str) {
-        println!(
-            "| {label:<38} | {:>8} | {:>9.3} | {:>9.3} | {:>9.3} | {:>9.3} |",
-            self.count,
-            ms(self.p50),
-            ms(self.p99),
-            ms(self.p999),
-            ms(self.max)
-        );
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
+fn latency_row(latencies: &Latencies, label: &str) {
+    let [p50, p99, p999, max] = latencies.millis();
+    println!(
+        "| {label:<38} | {:>8} | {p50:>9.3} | {p99:>9.3} | {p999:>9.3} | {max:>9.3} |",
+        latencies.count
+    );
 }
 
 /// `write 1 KiB + fdatasync` on a plain file for `window`: the physical ceiling of one fsync
@@ -348,56 +267,10 @@ async fn single_producer_latency(
     Ok(Latencies::of(samples))
 }
 
-/// CPU time used by this process so far (all threads, user + system), from /proc/self/stat.
-fn cpu_seconds() -> f64 {
-    stat_cpu_seconds(Path::new("/proc/self/stat"))
-}
-
 /// CPU time used so far by the engine's commit thread (the one named `sluice-commit`; one engine
 /// is open at a time here), or NaN if it cannot be found.
 fn commit_thread_cpu_seconds() -> f64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return f64::NAN;
-    };
-    for task in tasks.flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim() == "sluice-commit" {
-            return stat_cpu_seconds(&task.path().join("stat"));
-        }
-    }
-    f64::NAN
-}
-
-/// utime + stime of a `/proc/.../stat` file, in seconds.
-fn stat_cpu_seconds(path: &Path) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(path) else {
-        return f64::NAN;
-    };
-    // Fields after the command name (which may contain spaces): utime and stime are the 12th
-    // and 13th, in USER_HZ ticks (100 per second on Linux).
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
-    match (ticks(11), ticks(12)) {
-        (Some(user), Some(system)) => (user + system) / 100.0,
-        _ => f64::NAN,
-    }
-}
-
-/// VmRSS of this process, in bytes.
-fn resident_bytes() -> BenchResult<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .ok_or("no VmRSS in /proc/self/status")?;
-    let kib: u64 = line
-        .trim_start_matches("VmRSS:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()?;
-    Ok(kib * 1024)
+    threads_cpu_seconds("sluice-commit")
 }
 
 /// Enqueues `total` small messages in one queue, sampling VmRSS at each quarter.
@@ -483,7 +356,7 @@ async fn memory_per_message(base: &Path, total: u64) -> BenchResult<()> {
 }
 
 fn main() -> BenchResult<()> {
-    let quick = std::env::var("SLUICE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+    let quick = sluice_bench_support::quick();
     let mut plan = if quick { Plan::quick() } else { Plan::full() };
     if let Some(n) = std::env::var("SLUICE_BENCH_MEMORY_MESSAGES")
         .ok()
@@ -602,8 +475,8 @@ fn main() -> BenchResult<()> {
     println!(
         "|----------------------------------------|---------:|----------:|----------:|----------:|----------:|"
     );
-    raw_latency.row("raw `write 1 KiB + fdatasync`");
-    group_latency.row("engine send, group commit");
-    each_latency.row("engine send, one fsync per send");
+    latency_row(&raw_latency, "raw `write 1 KiB + fdatasync`");
+    latency_row(&group_latency, "engine send, group commit");
+    latency_row(&each_latency, "engine send, one fsync per send");
     Ok(())
 }

@@ -308,7 +308,7 @@ fn render(records: &Records, meta: &[(String, String)]) -> Result<String> {
     }
     writeln!(out)?;
 
-    writeln!(out, "### Targets of the issue")?;
+    writeln!(out, "### Targets")?;
     writeln!(out)?;
     writeln!(out, "| target | measured | status |")?;
     writeln!(out, "|---|---|---|")?;

@@ -1,9 +1,12 @@
-//! Measurement primitives: latency histograms, medians, and what `/proc` says about a process
-//! (CPU time, resident memory). Owns nothing about queues or protocols.
+//! Measurement primitives: latency histograms, and the server processes of a target watched
+//! through `/proc` (medians and the `/proc` readings themselves come from
+//! `sluice-bench-support`, shared with the in-process benches). Owns nothing about queues or
+//! protocols.
 
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+use sluice_bench_support::system;
 use std::time::Duration;
 
 /// Latencies in microseconds, from 1 µs to one hour with 3 significant digits: enough for a
@@ -70,59 +73,16 @@ impl Percentiles {
     }
 }
 
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
-
-/// Clock ticks per second of `/proc/<pid>/stat` times. USER_HZ is 100 on every Linux build this
-/// runs on; reading it would need libc's `sysconf`, which the workspace's `unsafe_code = forbid`
-/// rules out.
-const USER_HZ: f64 = 100.0;
+pub use sluice_bench_support::stats::median;
 
 /// CPU seconds (user + system, all threads) a process has used so far.
 pub fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
-    // The command name may contain spaces and parentheses: fields start after the last ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| -> Result<f64> {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .with_context(|| format!("field {i} of /proc/{pid}/stat"))
-    };
-    // After ')': state is index 0, utime is 11, stime is 12.
-    Ok((ticks(11)? + ticks(12)?) / USER_HZ)
+    system::cpu_seconds(pid).with_context(|| format!("reading /proc/{pid}/stat"))
 }
 
 /// `VmRSS` and `VmHWM` (peak resident set) of a process, in bytes.
 pub fn memory(pid: u32) -> Result<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("reading /proc/{pid}/status"))?;
-    let field = |name: &str| -> Result<u64> {
-        let line = status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .with_context(|| format!("{name} missing from /proc/{pid}/status"))?;
-        let kib: u64 = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|v| v.parse().ok())
-            .with_context(|| format!("unparsable {line:?}"))?;
-        Ok(kib * 1024)
-    };
-    Ok((field("VmRSS:")?, field("VmHWM:")?))
+    system::memory(pid).with_context(|| format!("reading /proc/{pid}/status"))
 }
 
 /// The server processes of one target (e.g. Sluice plus its redis-server), summed.
@@ -157,13 +117,6 @@ impl Processes {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_of_odd_and_even() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
-        assert_eq!(median(&[]), None);
-    }
 
     #[test]
     fn percentiles_of_known_samples() {

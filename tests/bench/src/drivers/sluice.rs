@@ -1,6 +1,6 @@
-//! Sluice's REST API v1 (`../shared/design/api-v1.md`, Messages): send and batch send, receive
-//! with long polling, single and batch delete. The same code drives the no-op ceiling server
-//! (`noop.rs`), which answers these requests with canned bodies: only `verifies` differs.
+//! Sluice's REST API v1, the message operations (see `docs/rest-guide.md`): send and batch send,
+//! receive with long polling, single and batch delete. The same code drives the no-op ceiling
+//! server (`noop.rs`), which answers these requests with canned bodies: only `verifies` differs.
 //!
 //! Request bodies are written by hand rather than through `serde_json::to_string` of a struct:
 //! the bodies contain nothing that needs escaping (see `make_body`), and the load generator

@@ -30,30 +30,38 @@
 //! calls per operation exactly, by script SHA (it slows Redis, so it is not timed), and a
 //! single-client phase measures send latency alone.
 //!
-//! Why: the issue asks for one script call per send batch, per receive and per delete batch,
-//! and for Sluice to reach at least half of the rate at which the same scripts run directly
+//! The targets it checks: one script call per send batch, per receive and per delete batch,
+//! and Sluice reaching at least half of the rate at which the same scripts run directly
 //! against the same Redis.
 //!
-//! Run: `cargo bench -p sluice-redis --bench redis` (needs `redis-server` on the PATH).
+//! It lives with the gateway's benches because it runs the gateway; the engine and the scripts
+//! it reads from `services/redis`.
+//!
+//! Run: `cargo bench -p sluice-gateway --bench redis` (needs `redis-server` on the PATH).
 //! `SLUICE_BENCH_QUICK=1` shrinks every phase (smoke run).
 
-use serde_json::Value;
-use sluice_engine::{Engine, NewMessage, QueueConfig, QueueKey, QueueName, TenantId};
-use sluice_gateway::auth::Scope;
-use sluice_gateway::config::{CommonArgs, Settings};
-use sluice_gateway::startup::Application;
+mod common;
+
+use common::{start_gateway, Http, HttpDriver};
+use sluice_bench_support::flow::{
+    body_id, flow, message_id, padded_body, Driver as FlowDriver, Flow, Received, BODY_BYTES,
+};
+use sluice_bench_support::stats::{median_or_nan as median, ms, quantile, runs};
+use sluice_bench_support::system::{machine_cpu, own_cpu_seconds, threads_cpu_seconds};
+use sluice_bench_support::BenchResult;
+use sluice_engine::{
+    Engine, NewMessage, QueueConfig, QueueKey, QueueName, TenantId, DEDUPLICATION_WINDOW_MS,
+    RECEIVE_ATTEMPT_WINDOW_MS,
+};
+use sluice_gateway::config::CommonArgs;
 use sluice_redis::{RedisEngine, RedisOptions};
 use sluice_testkit::RedisServer;
 use std::collections::{BTreeMap, HashMap};
 use std::error::Error;
-use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write as _};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-type BenchResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
 /// Producers and consumers of Sluice (HTTP) and of the direct engine runs.
 const PRODUCERS: usize = 8;
@@ -69,9 +77,6 @@ fn ceiling_tasks() -> usize {
         .filter(|&n| n > 0)
         .unwrap_or(CEILING_TASKS)
 }
-const BODY_BYTES: usize = 1024;
-/// Longest a run may take to drain its queue after the producers stop.
-const DRAIN_LIMIT: Duration = Duration::from_secs(20);
 /// Key prefix of the gateway, and of the direct engine and the ceiling (apart, so that the
 /// gateway's expiry sweep and wake-ups never see the other runs' queues).
 const GATEWAY_PREFIX: &str = "bench-gw";
@@ -108,15 +113,16 @@ impl Plan {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The scripts, rebuilt exactly as `src/scripts.rs` builds them (shebang, prelude, body).
+// The scripts, rebuilt exactly as `services/redis/src/scripts.rs` builds them (shebang,
+// prelude, body).
 
 macro_rules! queue_script {
     ($shebang:literal, $file:literal) => {
         concat!(
             $shebang,
             "\n",
-            include_str!("../src/scripts/queue.lua"),
-            include_str!(concat!("../src/scripts/", $file))
+            include_str!("../../services/redis/src/scripts/queue.lua"),
+            include_str!(concat!("../../services/redis/src/scripts/", $file))
         )
     };
 }
@@ -126,7 +132,7 @@ macro_rules! registry_script {
         concat!(
             $shebang,
             "\n",
-            include_str!(concat!("../src/scripts/", $file))
+            include_str!(concat!("../../services/redis/src/scripts/", $file))
         )
     };
 }
@@ -200,49 +206,6 @@ fn commands_inside_scripts() -> std::collections::BTreeSet<String> {
 // ---------------------------------------------------------------------------------------------
 // Measuring: statistics, CPU, Redis' own counters.
 
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-fn runs(values: &[f64]) -> String {
-    values
-        .iter()
-        .map(|x| format!("{x:.0}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// utime + stime (seconds) of a `/proc/.../stat` line.
-fn stat_seconds(stat: &str) -> Option<(String, f64)> {
-    let (head, rest) = stat.rsplit_once(')')?;
-    let comm = head.split_once('(')?.1.to_owned();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let user: f64 = fields.get(11)?.parse().ok()?;
-    let system: f64 = fields.get(12)?.parse().ok()?;
-    Some((comm, (user + system) / 100.0))
-}
-
 /// CPU seconds per thread group of this process: the gateway's runtime, the load runtime,
 /// everything else (main thread, blocking pools, ...), and the process total.
 #[derive(Default, Clone, Copy)]
@@ -253,45 +216,11 @@ struct ProcessCpu {
 }
 
 fn process_cpu() -> ProcessCpu {
-    let mut cpu = ProcessCpu::default();
-    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
-        for task in tasks.flatten() {
-            let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
-                continue;
-            };
-            if let Some((comm, seconds)) = stat_seconds(&stat) {
-                if comm.starts_with("sluice-srv") {
-                    cpu.server += seconds;
-                } else if comm.starts_with("bench-load") {
-                    cpu.load += seconds;
-                }
-            }
-        }
+    ProcessCpu {
+        server: threads_cpu_seconds("sluice-srv"),
+        load: threads_cpu_seconds("bench-load"),
+        total: own_cpu_seconds(),
     }
-    cpu.total = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| stat_seconds(&s))
-        .map_or(f64::NAN, |(_, s)| s);
-    cpu
-}
-
-/// (busy, all) CPU seconds of the whole machine, from the first line of /proc/stat.
-fn machine_cpu() -> (f64, f64) {
-    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
-        return (f64::NAN, f64::NAN);
-    };
-    let ticks: Vec<f64> = stat
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .take(8) // user nice system idle iowait irq softirq steal (guest is inside user)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    let all: f64 = ticks.iter().sum();
-    let idle = ticks.get(3).copied().unwrap_or(0.0) + ticks.get(4).copied().unwrap_or(0.0);
-    ((all - idle) / 100.0, all / 100.0)
 }
 
 /// `INFO <section>` as `field -> value`.
@@ -410,45 +339,6 @@ impl Observed {
 // ---------------------------------------------------------------------------------------------
 // The three ways of driving the same queue work.
 
-/// The gateway and how to reach it.
-#[derive(Clone)]
-struct Http {
-    client: reqwest::Client,
-    base: String,
-    bearer: String,
-}
-
-impl Http {
-    fn post(&self, path: &str, json: String) -> reqwest::RequestBuilder {
-        self.client
-            .post(format!("{}{path}", self.base))
-            .header("authorization", &self.bearer)
-            .header("content-type", "application/json")
-            .body(json)
-    }
-
-    async fn put_queue(&self, queue: &str) -> BenchResult<()> {
-        let response = self
-            .client
-            .put(format!("{}/v1/queues/{queue}", self.base))
-            .header("authorization", &self.bearer)
-            .send()
-            .await?;
-        expect_status(response, &[200, 201]).await?;
-        Ok(())
-    }
-}
-
-async fn expect_status(response: reqwest::Response, ok: &[u16]) -> BenchResult<reqwest::Response> {
-    let status = response.status().as_u16();
-    if ok.contains(&status) {
-        Ok(response)
-    } else {
-        let text = response.text().await.unwrap_or_default();
-        Err(format!("unexpected status {status}: {text}").into())
-    }
-}
-
 /// The send, receive and delete scripts over one pipelining connection, arguments built by
 /// hand.
 struct Raw {
@@ -487,10 +377,7 @@ impl Raw {
 }
 
 enum Driver {
-    Http {
-        http: Http,
-        queue: String,
-    },
+    Http(HttpDriver),
     Engine {
         engine: Arc<RedisEngine>,
         key: QueueKey,
@@ -502,22 +389,6 @@ fn now_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-fn padded_body(id: u64, padding: &str) -> String {
-    let mut body = format!("{id:016x}");
-    body.push_str(&padding[..BODY_BYTES - 16]);
-    body
-}
-
-fn message_id(id: u64) -> String {
-    // As long as a UUID, which is what the services would choose.
-    format!("{id:036x}")
-}
-
-fn body_id(body: &str) -> BenchResult<u64> {
-    let hex = body.get(..16).ok_or("short body")?;
-    Ok(u64::from_str_radix(hex, 16)?)
 }
 
 fn int_of(v: &redis::Value) -> BenchResult<i64> {
@@ -534,40 +405,10 @@ fn bytes_of(v: &redis::Value) -> BenchResult<&[u8]> {
     }
 }
 
-/// A received message: the id in its body, and how to delete it.
-type Received = (u64, String);
-
-impl Driver {
-    /// Sends `batch` messages numbered from `first` as one call.
+impl FlowDriver for Driver {
     async fn send(&self, first: u64, batch: usize, padding: &str) -> BenchResult<()> {
         match self {
-            Self::Http { http, queue } => {
-                if batch == 1 {
-                    let json = format!(r#"{{"body":"{}"}}"#, padded_body(first, padding));
-                    let response = http
-                        .post(&format!("/v1/queues/{queue}/messages"), json)
-                        .send()
-                        .await?;
-                    expect_status(response, &[201]).await?.bytes().await?;
-                } else {
-                    let mut json = String::from(r#"{"entries":["#);
-                    for i in 0..batch as u64 {
-                        let sep = if i == 0 { "" } else { "," };
-                        let body = padded_body(first + i, padding);
-                        write!(json, r#"{sep}{{"id":"{i}","body":"{body}"}}"#)?;
-                    }
-                    json.push_str("]}");
-                    let response = http
-                        .post(&format!("/v1/queues/{queue}/messages/batch"), json)
-                        .send()
-                        .await?;
-                    let answer: Value = expect_status(response, &[200]).await?.json().await?;
-                    let failed = answer["failed"].as_array().map_or(0, Vec::len);
-                    if failed > 0 {
-                        return Err(format!("batch send: {failed} entries failed: {answer}").into());
-                    }
-                }
-            }
+            Self::Http(http) => http.send(first, batch, padding).await?,
             Self::Engine { engine, key } => {
                 let now = now_millis();
                 let messages = (0..batch as u64)
@@ -588,7 +429,11 @@ impl Driver {
             Self::Raw(raw) => {
                 let now = now_millis();
                 let mut cmd = raw.evalsha(&raw.send_sha);
-                cmd.arg(now).arg(&raw.channel).arg(&raw.payload);
+                // The deduplication window only matters on FIFO queues; passed as the engine does.
+                cmd.arg(now)
+                    .arg(&raw.channel)
+                    .arg(&raw.payload)
+                    .arg(DEDUPLICATION_WINDOW_MS);
                 for i in 0..batch as u64 {
                     let id = first + i;
                     let json = format!(
@@ -610,28 +455,9 @@ impl Driver {
         Ok(())
     }
 
-    /// One receive call for up to `max` messages (long-polling where Sluice would).
     async fn receive(&self, max: usize) -> BenchResult<Vec<Received>> {
         match self {
-            Self::Http { http, queue } => {
-                let response = http
-                    .post(
-                        &format!("/v1/queues/{queue}/messages/receive"),
-                        format!(r#"{{"max_messages":{max},"wait_seconds":1}}"#),
-                    )
-                    .send()
-                    .await?;
-                let answer: Value = expect_status(response, &[200]).await?.json().await?;
-                let mut out = Vec::new();
-                for m in answer["messages"].as_array().into_iter().flatten() {
-                    let id = body_id(m["body"].as_str().ok_or("message without body")?)?;
-                    let handle = m["receipt_handle"]
-                        .as_str()
-                        .ok_or("message without receipt_handle")?;
-                    out.push((id, handle.to_owned()));
-                }
-                Ok(out)
-            }
+            Self::Http(http) => http.receive(max).await,
             Self::Engine { engine, key } => {
                 // Like the services' long poll: listen, look, wait for a wake-up if empty.
                 let mut listener = engine.listen(key).await?;
@@ -653,17 +479,23 @@ impl Driver {
                 cmd.arg(now_millis())
                     .arg(max)
                     .arg(u64::from(VISIBILITY_SECONDS) * 1000)
-                    .arg(salt);
+                    .arg(salt)
+                    .arg("")
+                    .arg(RECEIVE_ATTEMPT_WINDOW_MS);
                 let reply = raw.run(&cmd).await?;
                 let redis::Value::Array(items) = reply else {
                     return Err(format!("raw receive: unexpected reply {reply:?}").into());
                 };
-                if items.len() < 3 || int_of(&items[0])? != 1 {
+                // `1, uid, next visible hint, salt`, then six fields per message.
+                if items.len() < 4
+                    || int_of(&items[0])? != 1
+                    || int_of(&items[3])? != i64::from(salt)
+                {
                     return Err(format!("raw receive: unexpected reply {items:?}").into());
                 }
                 let uid = String::from_utf8_lossy(bytes_of(&items[1])?).into_owned();
                 let mut out = Vec::new();
-                for m in items[3..].chunks_exact(6) {
+                for m in items[4..].chunks_exact(6) {
                     let seq = int_of(&m[0])?;
                     let delivery = int_of(&m[4])?;
                     let json = bytes_of(&m[5])?;
@@ -684,40 +516,9 @@ impl Driver {
         }
     }
 
-    /// Deletes the messages of one receive: one call (batch delete), or one `DELETE` per
-    /// message over HTTP at batch 1. Answers the calls made.
     async fn delete(&self, handles: Vec<String>, batch: usize) -> BenchResult<u64> {
         match self {
-            Self::Http { http, queue } if batch == 1 => {
-                for handle in &handles {
-                    let response = http
-                        .client
-                        .delete(format!("{}/v1/queues/{queue}/messages/{handle}", http.base))
-                        .header("authorization", &http.bearer)
-                        .send()
-                        .await?;
-                    expect_status(response, &[204]).await?.bytes().await?;
-                }
-                Ok(handles.len() as u64)
-            }
-            Self::Http { http, queue } => {
-                let mut json = String::from(r#"{"entries":["#);
-                for (i, handle) in handles.iter().enumerate() {
-                    let sep = if i == 0 { "" } else { "," };
-                    write!(json, r#"{sep}{{"id":"{i}","receipt_handle":"{handle}"}}"#)?;
-                }
-                json.push_str("]}");
-                let response = http
-                    .post(&format!("/v1/queues/{queue}/messages/delete"), json)
-                    .send()
-                    .await?;
-                let answer: Value = expect_status(response, &[200]).await?.json().await?;
-                let failed = answer["failed"].as_array().map_or(0, Vec::len);
-                if failed > 0 {
-                    return Err(format!("batch delete: {failed} failed: {answer}").into());
-                }
-                Ok(1)
-            }
+            Self::Http(http) => http.delete(handles, batch).await,
             Self::Engine { engine, key } => {
                 let answers = engine.delete(key, &handles, now_millis()).await?;
                 if answers.iter().any(Result::is_err) {
@@ -727,7 +528,7 @@ impl Driver {
             }
             Self::Raw(raw) => {
                 let mut cmd = raw.evalsha(&raw.delete_sha);
-                cmd.arg(now_millis());
+                cmd.arg(now_millis()).arg(&raw.channel).arg(&raw.payload);
                 for handle in &handles {
                     for part in handle.split(' ') {
                         cmd.arg(part);
@@ -737,8 +538,9 @@ impl Driver {
                 let redis::Value::Array(items) = reply else {
                     return Err(format!("raw delete: unexpected reply {reply:?}").into());
                 };
-                if items.len() != handles.len() + 1
-                    || items.iter().skip(1).any(|v| int_of(v).ok() != Some(0))
+                // `1, woke`, then one code per handle (0: deleted).
+                if items.len() != handles.len() + 2
+                    || items.iter().skip(2).any(|v| int_of(v).ok() != Some(0))
                 {
                     return Err(format!("raw delete: unexpected reply {items:?}").into());
                 }
@@ -749,192 +551,17 @@ impl Driver {
 }
 
 // ---------------------------------------------------------------------------------------------
-// One run: producers for a window, consumers until drained.
-
-/// What the consumers saw, shared between them.
-#[derive(Default)]
-struct Ledger {
-    /// Deliveries per message id (ids are `producer << 32 | n`).
-    received: Mutex<HashMap<u64, u32>>,
-    unique: AtomicU64,
-    deleted: AtomicU64,
-    sent: AtomicU64,
-    send_calls: AtomicU64,
-    receive_calls: AtomicU64,
-    empty_receives: AtomicU64,
-    delete_calls: AtomicU64,
-    producers_done: AtomicBool,
-    /// Nanoseconds since the run started at the last successful delete.
-    last_delete_nanos: AtomicU64,
-    send_latencies: Mutex<Vec<Duration>>,
-}
-
-/// The figures of one run.
-struct Flow {
-    msgs_per_second: f64,
-    /// Messages deleted (duplicates not counted).
-    messages: u64,
-    sent: u64,
-    lost: u64,
-    duplicates: u64,
-    send_calls: u64,
-    receive_calls: u64,
-    empty_receives: u64,
-    delete_calls: u64,
-    send_latencies: Vec<Duration>,
-}
-
-impl Flow {
-    /// Client-side operations (send batches, receives, delete batches).
-    fn ops(&self) -> u64 {
-        self.send_calls + self.receive_calls + self.delete_calls
-    }
-}
-
-async fn flow(
-    driver: Arc<Driver>,
-    producers: usize,
-    consumers: usize,
-    batch: usize,
-    window: Duration,
-) -> BenchResult<Flow> {
-    let ledger = Arc::new(Ledger::default());
-    let padding: Arc<str> = "x".repeat(BODY_BYTES).into();
-    let start = Instant::now();
-    let deadline = start + window;
-
-    let mut producer_tasks = Vec::new();
-    for producer in 0..producers as u64 {
-        let (driver, ledger, padding) = (driver.clone(), ledger.clone(), padding.clone());
-        producer_tasks.push(tokio::spawn(async move {
-            let mut n = 0u64;
-            let mut latencies = Vec::new();
-            while Instant::now() < deadline {
-                let t = Instant::now();
-                driver.send(producer << 32 | n, batch, &padding).await?;
-                latencies.push(t.elapsed());
-                ledger.send_calls.fetch_add(1, Ordering::Relaxed);
-                ledger.sent.fetch_add(batch as u64, Ordering::Release);
-                n += batch as u64;
-            }
-            ledger
-                .send_latencies
-                .lock()
-                .map_err(|_| "poisoned")?
-                .extend(latencies);
-            Ok::<(), Box<dyn Error + Send + Sync>>(())
-        }));
-    }
-
-    let mut consumer_tasks = Vec::new();
-    for _ in 0..consumers {
-        let (driver, ledger) = (driver.clone(), ledger.clone());
-        consumer_tasks.push(tokio::spawn(async move {
-            loop {
-                let drained = ledger.producers_done.load(Ordering::Acquire)
-                    && ledger.deleted.load(Ordering::Acquire)
-                        >= ledger.sent.load(Ordering::Acquire);
-                if drained || start.elapsed() > window + DRAIN_LIMIT {
-                    return Ok::<(), Box<dyn Error + Send + Sync>>(());
-                }
-                let messages = driver.receive(batch).await?;
-                ledger.receive_calls.fetch_add(1, Ordering::Relaxed);
-                if messages.is_empty() {
-                    ledger.empty_receives.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-                let mut handles = Vec::with_capacity(messages.len());
-                {
-                    let mut received = ledger.received.lock().map_err(|_| "poisoned")?;
-                    for (id, handle) in messages {
-                        let count = received.entry(id).or_insert(0);
-                        *count += 1;
-                        if *count == 1 {
-                            ledger.unique.fetch_add(1, Ordering::Relaxed);
-                        }
-                        handles.push(handle);
-                    }
-                }
-                let deleted = handles.len() as u64;
-                let calls = driver.delete(handles, batch).await?;
-                ledger.delete_calls.fetch_add(calls, Ordering::Relaxed);
-                ledger.deleted.fetch_add(deleted, Ordering::AcqRel);
-                ledger
-                    .last_delete_nanos
-                    .fetch_max(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            }
-        }));
-    }
-
-    for task in producer_tasks {
-        task.await??;
-    }
-    ledger.producers_done.store(true, Ordering::Release);
-    for task in consumer_tasks {
-        task.await??;
-    }
-    let elapsed = Duration::from_nanos(ledger.last_delete_nanos.load(Ordering::Relaxed))
-        .max(window)
-        .as_secs_f64();
-    let sent = ledger.sent.load(Ordering::Relaxed);
-    let received = ledger.received.lock().map_err(|_| "poisoned")?;
-    let duplicates: u64 = received
-        .values()
-        .map(|&c| u64::from(c.saturating_sub(1)))
-        .sum();
-    let deleted = ledger.deleted.load(Ordering::Relaxed);
-    let mut send_latencies =
-        std::mem::take(&mut *ledger.send_latencies.lock().map_err(|_| "poisoned")?);
-    send_latencies.sort_unstable();
-    Ok(Flow {
-        msgs_per_second: (deleted - duplicates) as f64 / elapsed,
-        messages: deleted - duplicates,
-        sent,
-        lost: sent.saturating_sub(ledger.unique.load(Ordering::Relaxed)),
-        duplicates,
-        send_calls: ledger.send_calls.load(Ordering::Relaxed),
-        receive_calls: ledger.receive_calls.load(Ordering::Relaxed),
-        empty_receives: ledger.empty_receives.load(Ordering::Relaxed),
-        delete_calls: ledger.delete_calls.load(Ordering::Relaxed),
-        send_latencies,
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
 // Set-up.
 
 /// Starts the gateway on the current runtime (the server runtime) over `redis_url`.
-async fn start_gateway(redis_url: &str, data_dir: &std::path::Path) -> BenchResult<Http> {
-    let settings = Settings::resolve(&CommonArgs {
-        listen: Some("127.0.0.1:0".into()),
+async fn start_redis_gateway(redis_url: &str, data_dir: &std::path::Path) -> BenchResult<Http> {
+    let args = CommonArgs {
         data_dir: Some(data_dir.to_path_buf()),
-        jwt_secret: Some("x".repeat(40).into()),
         store: Some(redis_url.to_owned()),
         redis_key_prefix: Some(GATEWAY_PREFIX.into()),
         ..Default::default()
-    })?;
-    let app = Application::build(&settings).await?;
-    let addr = app.local_addr()?;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
-    let token = app.state().auth.mint(
-        Some(&TenantId::parse(TENANT)?),
-        &[
-            Scope::QueuesManage,
-            Scope::MessagesSend,
-            Scope::MessagesConsume,
-        ],
-        now,
-        3600,
-    )?;
-    tokio::spawn(app.run_until_stopped());
-    Ok(Http {
-        client: reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
-            .tcp_nodelay(true)
-            .build()?,
-        base: format!("http://{addr}"),
-        bearer: format!("Bearer {token}"),
-    })
+    };
+    start_gateway(args, TENANT).await
 }
 
 fn queue_key(name: &str) -> BenchResult<QueueKey> {
@@ -954,11 +581,7 @@ struct Bench {
 
 impl Bench {
     async fn sluice(&self, queue: &str) -> BenchResult<Arc<Driver>> {
-        self.http.put_queue(queue).await?;
-        Ok(Arc::new(Driver::Http {
-            http: self.http.clone(),
-            queue: queue.to_owned(),
-        }))
+        Ok(Arc::new(Driver::Http(self.http.driver(queue).await?)))
     }
 
     async fn direct(&self, queue: &str) -> BenchResult<Arc<Driver>> {
@@ -1471,7 +1094,7 @@ async fn run(plan: &Plan, quick: bool, bench: &Bench) -> BenchResult<()> {
 }
 
 fn main() -> BenchResult<()> {
-    let quick = std::env::var("SLUICE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+    let quick = sluice_bench_support::quick();
     let plan = if quick { Plan::quick() } else { Plan::full() };
     let redis = RedisServer::start()?;
     let data = tempfile::Builder::new()
@@ -1487,7 +1110,7 @@ fn main() -> BenchResult<()> {
         .thread_name("bench-load")
         .enable_all()
         .build()?;
-    let http = server_rt.block_on(start_gateway(&redis.url(), data.path()))?;
+    let http = server_rt.block_on(start_redis_gateway(&redis.url(), data.path()))?;
     let result = load_rt.block_on(async {
         let engine = RedisEngine::connect(
             &redis.url(),
