@@ -730,7 +730,7 @@ pub struct Health {
 }
 
 /// The reusable error responses of the REST contract, shared by every operation that can give
-/// them (`components.responses` in the spec). Each carries the one error shape, [`ErrorBody`];
+/// them (`components.responses` in the spec). Each carries the one error shape, [`ErrorBody`](crate::error::ErrorBody);
 /// an operation whose failure needs a more specific description documents that status inline.
 pub mod responses {
     use crate::error::ErrorBody;

@@ -190,7 +190,7 @@ mod strict {
     use std::fmt;
 
     /// Why the bytes could not be read.
-    pub enum Error {
+    pub(super) enum Error {
         /// Not JSON.
         Syntax(serde_json::Error),
         /// A key appears twice in one object; the path to it, as `entries[0].attributes.a`.
@@ -203,7 +203,7 @@ mod strict {
     }
 
     /// Parses `bytes` as one JSON value, refusing duplicate keys at any depth.
-    pub fn from_slice(bytes: &[u8]) -> Result<Value, Error> {
+    pub(super) fn from_slice(bytes: &[u8]) -> Result<Value, Error> {
         // On a duplicate the innermost visitor records the key and each enclosing one adds its
         // own key or index while the error unwinds: the happy path builds no path at all.
         let duplicate = RefCell::new(None);

@@ -8,15 +8,15 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub const SECRET: &str = "e2e-test-secret-that-is-long-enough-0123456789";
-pub const ALL_TENANT_SCOPES: &str =
+pub(crate) const SECRET: &str = "e2e-test-secret-that-is-long-enough-0123456789";
+pub(crate) const ALL_TENANT_SCOPES: &str =
     "queues:manage messages:send messages:consume topics:manage topics:publish";
 
-pub fn binary() -> &'static str {
+pub(crate) fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_sluice")
 }
 
-pub fn now_seconds() -> u64 {
+pub(crate) fn now_seconds() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -24,7 +24,7 @@ pub fn now_seconds() -> u64 {
 }
 
 /// A running `sluice serve`; killed on drop.
-pub struct Server {
+pub(crate) struct Server {
     pub base: String,
     pub child: Child,
     pub client: Client,
@@ -33,7 +33,7 @@ pub struct Server {
 
 impl Server {
     /// A server with a shared secret in a fresh data folder.
-    pub fn start() -> Server {
+    pub(crate) fn start() -> Server {
         let temp = tempfile::tempdir().unwrap();
         let dir = temp.path().to_path_buf();
         let mut server = Server::start_in(&dir, &["--jwt-secret", SECRET]);
@@ -42,7 +42,7 @@ impl Server {
     }
 
     /// A server on `data_dir` with extra flags.
-    pub fn start_in(data_dir: &Path, extra: &[&str]) -> Server {
+    pub(crate) fn start_in(data_dir: &Path, extra: &[&str]) -> Server {
         let mut command = Command::new(binary());
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
@@ -56,7 +56,7 @@ impl Server {
     }
 
     /// Runs `command` (a `sluice serve`) and waits for its listening line.
-    pub fn spawn(mut command: Command) -> Server {
+    pub(crate) fn spawn(mut command: Command) -> Server {
         let mut child = command.spawn().expect("sluice starts");
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
@@ -78,12 +78,12 @@ impl Server {
         }
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
     /// A request with `token` as bearer.
-    pub fn request(&self, method: Method, path: &str, token: &str) -> RequestBuilder {
+    pub(crate) fn request(&self, method: Method, path: &str, token: &str) -> RequestBuilder {
         self.client
             .request(method, self.url(path))
             .header("authorization", format!("Bearer {token}"))
@@ -91,7 +91,7 @@ impl Server {
 
     /// Sends `method path` with an optional JSON body; answers status and parsed JSON (Null
     /// for empty bodies).
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         method: Method,
         path: &str,
@@ -106,7 +106,7 @@ impl Server {
     }
 
     /// SIGKILL: no chance to flush or shut down.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -118,7 +118,7 @@ impl Drop for Server {
     }
 }
 
-pub async fn decode(response: Response) -> (u16, Value) {
+pub(crate) async fn decode(response: Response) -> (u16, Value) {
     let status = response.status().as_u16();
     let text = response.text().await.unwrap();
     let value = if text.is_empty() {
@@ -130,11 +130,11 @@ pub async fn decode(response: Response) -> (u16, Value) {
 }
 
 /// An HS256 token signed with [`SECRET`].
-pub fn token(tenant: Option<&str>, scopes: &str) -> String {
+pub(crate) fn token(tenant: Option<&str>, scopes: &str) -> String {
     token_with(tenant, scopes, now_seconds() + 3600, SECRET)
 }
 
-pub fn token_with(tenant: Option<&str>, scopes: &str, exp: u64, secret: &str) -> String {
+pub(crate) fn token_with(tenant: Option<&str>, scopes: &str, exp: u64, secret: &str) -> String {
     let mut claims = json!({"scope": scopes, "exp": exp});
     if let Some(tenant) = tenant {
         claims["tenant"] = json!(tenant);
@@ -148,13 +148,13 @@ pub fn token_with(tenant: Option<&str>, scopes: &str, exp: u64, secret: &str) ->
 }
 
 /// A token with every tenant scope for `tenant`.
-pub fn tenant_token(tenant: &str) -> String {
+pub(crate) fn tenant_token(tenant: &str) -> String {
     token(Some(tenant), ALL_TENANT_SCOPES)
 }
 
 /// Asserts an error answer: status, code, and that the request id is present.
 #[track_caller]
-pub fn assert_error(answer: &(u16, Value), status: u16, code: &str) {
+pub(crate) fn assert_error(answer: &(u16, Value), status: u16, code: &str) {
     assert_eq!(answer.0, status, "{}", answer.1);
     assert_eq!(answer.1["error"]["code"], code, "{}", answer.1);
     assert!(answer.1["error"]["request_id"]
@@ -163,12 +163,12 @@ pub fn assert_error(answer: &(u16, Value), status: u16, code: &str) {
 }
 
 /// Bodies acknowledged (201) by a stream of sends, shared with the producing tasks.
-pub type Acknowledged = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+pub(crate) type Acknowledged = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
 
 /// Starts `producers` tasks that each send `p<i>-<n>` bodies to `queue` one at a time, up to
 /// `max_each`, until a send fails (as it does when the server or its store dies). Answers the
 /// acknowledged bodies and the tasks to await.
-pub fn stream_sends(
+pub(crate) fn stream_sends(
     server: &Server,
     queue: &str,
     token: &str,
@@ -206,7 +206,7 @@ pub fn stream_sends(
 
 /// Receives (hiding for 10 minutes) until the queue answers empty, riding out 503s while the
 /// store comes back; answers every body received.
-pub async fn drain(server: &Server, queue: &str, token: &str) -> Vec<String> {
+pub(crate) async fn drain(server: &Server, queue: &str, token: &str) -> Vec<String> {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let mut bodies = Vec::new();
     loop {
@@ -241,7 +241,7 @@ pub async fn drain(server: &Server, queue: &str, token: &str) -> Vec<String> {
 
 /// Asserts every acknowledged body was received, exactly once.
 #[track_caller]
-pub fn assert_none_lost(acknowledged: &[String], received: &[String]) {
+pub(crate) fn assert_none_lost(acknowledged: &[String], received: &[String]) {
     let set: std::collections::HashSet<&String> = received.iter().collect();
     assert_eq!(set.len(), received.len(), "no message twice");
     let lost: Vec<&String> = acknowledged.iter().filter(|b| !set.contains(b)).collect();
@@ -256,7 +256,7 @@ pub fn assert_none_lost(acknowledged: &[String], received: &[String]) {
 
 impl Server {
     /// The status of an unauthenticated GET (health and readiness probes).
-    pub async fn probe(&self, path: &str) -> u16 {
+    pub(crate) async fn probe(&self, path: &str) -> u16 {
         self.client
             .get(self.url(path))
             .send()

@@ -14,14 +14,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The gateway under test and how to reach it.
 #[derive(Clone)]
-pub struct Http {
+pub(crate) struct Http {
     pub client: reqwest::Client,
     pub base: String,
     pub bearer: String,
 }
 
 impl Http {
-    pub fn post(&self, path: &str, json: String) -> reqwest::RequestBuilder {
+    pub(crate) fn post(&self, path: &str, json: String) -> reqwest::RequestBuilder {
         self.client
             .post(format!("{}{path}", self.base))
             .header("authorization", &self.bearer)
@@ -29,7 +29,7 @@ impl Http {
             .body(json)
     }
 
-    pub async fn put_queue(&self, queue: &str) -> BenchResult<()> {
+    pub(crate) async fn put_queue(&self, queue: &str) -> BenchResult<()> {
         let response = self
             .client
             .put(format!("{}/v1/queues/{queue}", self.base))
@@ -41,7 +41,7 @@ impl Http {
     }
 
     /// Creates `queue` and drives it.
-    pub async fn driver(&self, queue: &str) -> BenchResult<HttpDriver> {
+    pub(crate) async fn driver(&self, queue: &str) -> BenchResult<HttpDriver> {
         self.put_queue(queue).await?;
         Ok(HttpDriver {
             http: self.clone(),
@@ -51,7 +51,7 @@ impl Http {
 }
 
 /// The response if its status is one of `ok`, else an error with its body.
-pub async fn expect_status(
+pub(crate) async fn expect_status(
     response: reqwest::Response,
     ok: &[u16],
 ) -> BenchResult<reqwest::Response> {
@@ -66,7 +66,7 @@ pub async fn expect_status(
 
 /// Starts the gateway on the current runtime with `args` (listen address and JWT secret filled
 /// in), and answers a client holding a token for `tenant` with every message scope.
-pub async fn start_gateway(args: CommonArgs, tenant: &str) -> BenchResult<Http> {
+pub(crate) async fn start_gateway(args: CommonArgs, tenant: &str) -> BenchResult<Http> {
     let settings = Settings::resolve(&CommonArgs {
         listen: Some("127.0.0.1:0".into()),
         jwt_secret: Some("x".repeat(40).into()),
@@ -98,7 +98,7 @@ pub async fn start_gateway(args: CommonArgs, tenant: &str) -> BenchResult<Http> 
 
 /// One queue over HTTP: batches of 1 use single send and single `DELETE`, larger batches the
 /// batch endpoints; receives long-poll (`wait_seconds: 1`).
-pub struct HttpDriver {
+pub(crate) struct HttpDriver {
     pub http: Http,
     pub queue: String,
 }

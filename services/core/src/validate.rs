@@ -47,7 +47,7 @@ pub fn validate_batch_ids<'a>(
 
 /// A body is non-empty and holds only the characters SQS allows (XML 1.0's: tab, newline,
 /// carriage return, and everything from U+0020 except U+FFFE and U+FFFF).
-pub fn validate_body(field: &str, body: &str) -> Result<(), ServiceError> {
+pub(crate) fn validate_body(field: &str, body: &str) -> Result<(), ServiceError> {
     if body.is_empty() {
         return Err(ServiceError::invalid(field, "must not be empty"));
     }
@@ -65,7 +65,7 @@ pub fn validate_body(field: &str, body: &str) -> Result<(), ServiceError> {
 
 /// Checks attribute count, names, types and values; answers their size as SQS counts it
 /// (names, types and values, Binary values decoded).
-pub fn validate_attributes(
+pub(crate) fn validate_attributes(
     field: &str,
     attributes: &BTreeMap<String, MessageAttribute>,
 ) -> Result<usize, ServiceError> {
@@ -286,7 +286,7 @@ impl DecimalNumber {
 }
 
 /// SQS's rule for group and deduplication ids: 1–128 of letters, digits and punctuation.
-pub fn validate_token_id(field: &str, value: &str) -> Result<(), ServiceError> {
+pub(crate) fn validate_token_id(field: &str, value: &str) -> Result<(), ServiceError> {
     if value.is_empty() || value.len() > 128 || !value.chars().all(|c| c.is_ascii_graphic()) {
         return Err(ServiceError::invalid(
             field,
@@ -297,7 +297,7 @@ pub fn validate_token_id(field: &str, value: &str) -> Result<(), ServiceError> {
 }
 
 /// Checks `value` lies in `min..=max`, naming `field` otherwise.
-pub fn in_range(field: &str, value: u64, min: u64, max: u64) -> Result<(), ServiceError> {
+pub(crate) fn in_range(field: &str, value: u64, min: u64, max: u64) -> Result<(), ServiceError> {
     if value < min || value > max {
         return Err(ServiceError::invalid(
             field,

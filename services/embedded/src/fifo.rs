@@ -65,7 +65,7 @@ pub(crate) struct Groups {
 impl Groups {
     /// Adds a member (seqs of one group arrive in increasing order, but nothing depends on it).
     /// The caller refiles the answered group once the message is in the index.
-    pub fn add(&mut self, seq: u64, name: &str) -> u64 {
+    pub(crate) fn add(&mut self, seq: u64, name: &str) -> u64 {
         let id = match self.ids.get(name) {
             Some(&id) => id,
             None => {
@@ -93,7 +93,7 @@ impl Groups {
     }
 
     /// Removes a member; answers its group, which the caller refiles.
-    pub fn remove(&mut self, seq: u64) -> Option<u64> {
+    pub(crate) fn remove(&mut self, seq: u64) -> Option<u64> {
         let id = self.group_of.remove(&seq)?;
         if let Some(group) = self.groups.get_mut(&id) {
             group.members.remove(&seq);
@@ -101,13 +101,18 @@ impl Groups {
         Some(id)
     }
 
-    pub fn group_of(&self, seq: u64) -> Option<u64> {
+    pub(crate) fn group_of(&self, seq: u64) -> Option<u64> {
         self.group_of.get(&seq).copied()
     }
 
     /// Recomputes a group's `ready_at` after a change and files it in `waiting` (the next
     /// receive promotes it if it is ready); drops it once it has no members.
-    pub fn refile(&mut self, id: u64, messages: &BTreeMap<u64, MsgState>, retention: Millis) {
+    pub(crate) fn refile(
+        &mut self,
+        id: u64,
+        messages: &BTreeMap<u64, MsgState>,
+        retention: Millis,
+    ) {
         let Some(group) = self.groups.get_mut(&id) else {
             return;
         };
@@ -133,7 +138,7 @@ impl Groups {
     }
 
     /// Refiles every group (after a retention change).
-    pub fn refile_all(&mut self, messages: &BTreeMap<u64, MsgState>, retention: Millis) {
+    pub(crate) fn refile_all(&mut self, messages: &BTreeMap<u64, MsgState>, retention: Millis) {
         let ids: Vec<u64> = self.groups.keys().copied().collect();
         for id in ids {
             self.refile(id, messages, retention);
@@ -160,7 +165,7 @@ impl Groups {
     /// head and the receivable messages right after it. Expired members met on the way are
     /// answered separately (the caller drops them; they block nothing). Changes nothing but the
     /// filing of groups: the caller updates the chosen messages and refiles their groups.
-    pub fn pick(
+    pub(crate) fn pick(
         &mut self,
         max: usize,
         now: Millis,
@@ -227,14 +232,14 @@ impl Groups {
     }
 
     /// The earliest instant after `now` at which a group that cannot deliver now may.
-    pub fn next_ready_after(&self, now: Millis) -> Option<Millis> {
+    pub(crate) fn next_ready_after(&self, now: Millis) -> Option<Millis> {
         self.waiting
             .range((now.saturating_add(1), 0)..)
             .next()
             .map(|&(ready_at, _)| ready_at)
     }
 
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         *self = Self {
             next_id: self.next_id,
             ..Self::default()
@@ -242,7 +247,7 @@ impl Groups {
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.groups.len()
     }
 }
@@ -282,17 +287,17 @@ pub(crate) struct Dedup {
 
 impl Dedup {
     /// The send `key` was accepted for within the window before `now`.
-    pub fn find(&self, key: &DedupKey, now: Millis) -> Option<&DedupEntry> {
+    pub(crate) fn find(&self, key: &DedupKey, now: Millis) -> Option<&DedupEntry> {
         self.entries.get(key).filter(|e| e.live(now))
     }
 
-    pub fn record(&mut self, key: DedupKey, entry: DedupEntry) {
+    pub(crate) fn record(&mut self, key: DedupKey, entry: DedupEntry) {
         self.order.push_back((entry.seq, key.clone()));
         self.entries.insert(key, entry);
     }
 
     /// Records found on disk at start-up, in any order.
-    pub fn load(&mut self, mut records: Vec<(DedupKey, DedupEntry)>) {
+    pub(crate) fn load(&mut self, mut records: Vec<(DedupKey, DedupEntry)>) {
         records.sort_by_key(|(_, e)| (e.accepted_at, e.seq));
         for (key, entry) in records {
             self.record(key, entry);
@@ -300,21 +305,21 @@ impl Dedup {
     }
 
     /// The original's send is durable.
-    pub fn commit(&mut self, key: &DedupKey, seq: u64) {
+    pub(crate) fn commit(&mut self, key: &DedupKey, seq: u64) {
         if let Some(e) = self.entries.get_mut(key).filter(|e| e.seq == seq) {
             e.committed = true;
         }
     }
 
     /// The original's send failed: the key is free again.
-    pub fn forget(&mut self, key: &DedupKey, seq: u64) {
+    pub(crate) fn forget(&mut self, key: &DedupKey, seq: u64) {
         if self.entries.get(key).is_some_and(|e| e.seq == seq) {
             self.entries.remove(key);
         }
     }
 
     /// Whether `key` is (still) recorded, durably, for the send of `seq`.
-    pub fn confirmed(&self, key: &DedupKey, seq: u64) -> bool {
+    pub(crate) fn confirmed(&self, key: &DedupKey, seq: u64) -> bool {
         self.entries
             .get(key)
             .is_some_and(|e| e.seq == seq && e.committed)
@@ -322,7 +327,7 @@ impl Dedup {
 
     /// Drops the committed records whose window ended by `now`; answers their keys, for the
     /// store to delete.
-    pub fn prune(&mut self, now: Millis) -> Vec<DedupKey> {
+    pub(crate) fn prune(&mut self, now: Millis) -> Vec<DedupKey> {
         let mut gone = Vec::new();
         while let Some((seq, key)) = self.order.front() {
             match self.entries.get(key) {
@@ -344,12 +349,12 @@ impl Dedup {
         gone
     }
 
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         *self = Self::default();
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 }
@@ -375,13 +380,13 @@ pub(crate) struct Attempts {
 
 impl Attempts {
     /// The answer of a receive with this attempt id within the window before `now`.
-    pub fn find(&self, id: &str, now: Millis) -> Option<&Attempt> {
+    pub(crate) fn find(&self, id: &str, now: Millis) -> Option<&Attempt> {
         self.by_id
             .get(id)
             .filter(|a| a.at.saturating_add(RECEIVE_ATTEMPT_WINDOW_MS) > now)
     }
 
-    pub fn remember(&mut self, id: &str, attempt: Attempt) {
+    pub(crate) fn remember(&mut self, id: &str, attempt: Attempt) {
         self.prune(attempt.at);
         while self.by_id.len() >= MAX_ATTEMPTS {
             self.pop_oldest();
@@ -391,7 +396,7 @@ impl Attempts {
     }
 
     /// Forgets the attempts whose window ended by `now`.
-    pub fn prune(&mut self, now: Millis) {
+    pub(crate) fn prune(&mut self, now: Millis) {
         while let Some((at, _)) = self.order.front() {
             if at.saturating_add(RECEIVE_ATTEMPT_WINDOW_MS) > now {
                 break;
@@ -408,12 +413,12 @@ impl Attempts {
         }
     }
 
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         *self = Self::default();
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.by_id.len()
     }
 }

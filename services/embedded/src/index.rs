@@ -39,11 +39,11 @@ impl MsgState {
         }
     }
 
-    pub fn first_received_at(&self) -> Option<Millis> {
+    pub(crate) fn first_received_at(&self) -> Option<Millis> {
         (self.first_received > 0).then(|| self.sent_at + Millis::from(self.first_received - 1))
     }
 
-    pub fn expired(&self, retention_ms: Millis, now: Millis) -> bool {
+    pub(crate) fn expired(&self, retention_ms: Millis, now: Millis) -> bool {
         self.sent_at.saturating_add(retention_ms) <= now
     }
 
@@ -134,7 +134,7 @@ pub(crate) struct QueueState {
 }
 
 impl QueueState {
-    pub fn new(config: QueueConfig, updated_at: Millis, next_seq: u64, fifo: bool) -> Self {
+    pub(crate) fn new(config: QueueConfig, updated_at: Millis, next_seq: u64, fifo: bool) -> Self {
         Self {
             config,
             updated_at,
@@ -154,12 +154,12 @@ impl QueueState {
         Millis::from(self.config.message_retention_seconds) * 1000
     }
 
-    pub fn is_fifo(&self) -> bool {
+    pub(crate) fn is_fifo(&self) -> bool {
         self.fifo.is_some()
     }
 
     /// Replaces the configuration (FIFO groups depend on the retention: refiled if it changed).
-    pub fn set_config(&mut self, config: QueueConfig) {
+    pub(crate) fn set_config(&mut self, config: QueueConfig) {
         let retention_changed =
             config.message_retention_seconds != self.config.message_retention_seconds;
         self.config = config;
@@ -170,18 +170,24 @@ impl QueueState {
     }
 
     /// The seq the next send will get (what the store records so seqs never go back).
-    pub fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.next_seq
     }
 
     /// Adds a message found on disk at start-up (`group` matters on FIFO queues only).
-    pub fn load(&mut self, seq: u64, sent_at: Millis, visible_at: Millis, group: Option<&str>) {
+    pub(crate) fn load(
+        &mut self,
+        seq: u64,
+        sent_at: Millis,
+        visible_at: Millis,
+        group: Option<&str>,
+    ) {
         self.insert(seq, MsgState::new(sent_at, visible_at), group);
         self.next_seq = self.next_seq.max(seq.saturating_add(1));
     }
 
     /// Adds deduplication records found on disk at start-up (FIFO queues only).
-    pub fn load_dedup(&mut self, records: Vec<(DedupKey, DedupEntry)>) {
+    pub(crate) fn load_dedup(&mut self, records: Vec<(DedupKey, DedupEntry)>) {
         if let Some(fifo) = self.fifo.as_deref_mut() {
             fifo.dedup.load(records);
         }
@@ -249,7 +255,7 @@ impl QueueState {
     /// Admits up to `count` new messages against `max_depth` and gives each admitted one its
     /// seq; `None` for each refused (the excess of a full queue).
     #[cfg(test)]
-    pub fn reserve(&mut self, count: usize) -> Vec<Option<u64>> {
+    pub(crate) fn reserve(&mut self, count: usize) -> Vec<Option<u64>> {
         (0..count).map(|_| self.reserve_one()).collect()
     }
 
@@ -258,7 +264,7 @@ impl QueueState {
     /// in the same send) makes a duplicate, which takes no room; every other message is admitted
     /// against `max_depth` and gets its seq, and its key is recorded at once (not yet committed)
     /// so a concurrent send with it is a duplicate too.
-    pub fn admit<'a>(
+    pub(crate) fn admit<'a>(
         &mut self,
         requests: impl IntoIterator<Item = (Option<DedupKey>, &'a str)>,
         now: Millis,
@@ -295,13 +301,13 @@ impl QueueState {
     }
 
     /// Releases `count` reservations whose commit failed or whose queue went away.
-    pub fn abandon(&mut self, count: usize) {
+    pub(crate) fn abandon(&mut self, count: usize) {
         self.pending = self.pending.saturating_sub(count as u64);
     }
 
     /// A send's commit failed (or its queue went away): releases its reservations and frees its
     /// deduplication keys.
-    pub fn abandon_sent(&mut self, sent: &[Accepted]) {
+    pub(crate) fn abandon_sent(&mut self, sent: &[Accepted]) {
         self.abandon(sent.len());
         if let Some(fifo) = self.fifo.as_deref_mut() {
             for a in sent {
@@ -313,7 +319,7 @@ impl QueueState {
     }
 
     /// Indexes messages whose commit completed, making them receivable, and wakes listeners.
-    pub fn commit_sent(&mut self, sent: &[Accepted]) {
+    pub(crate) fn commit_sent(&mut self, sent: &[Accepted]) {
         self.abandon(sent.len());
         for a in sent {
             if a.seq >= self.purge_floor {
@@ -332,7 +338,7 @@ impl QueueState {
     }
 
     /// Whether `key` is recorded, durably, for the send of `seq` (a duplicate's original).
-    pub fn dedup_confirmed(&self, key: &DedupKey, seq: u64) -> bool {
+    pub(crate) fn dedup_confirmed(&self, key: &DedupKey, seq: u64) -> bool {
         self.fifo
             .as_deref()
             .is_some_and(|fifo| fifo.dedup.confirmed(key, seq))
@@ -340,7 +346,7 @@ impl QueueState {
 
     /// Drops deduplication records and receive attempts whose window ended by `now`; answers
     /// the deduplication keys to delete on disk.
-    pub fn prune_fifo(&mut self, now: Millis) -> Vec<DedupKey> {
+    pub(crate) fn prune_fifo(&mut self, now: Millis) -> Vec<DedupKey> {
         match self.fifo.as_deref_mut() {
             Some(fifo) => {
                 fifo.attempts.prune(now);
@@ -367,7 +373,7 @@ impl QueueState {
     /// Delivers up to `max` receivable messages, hiding each until `now + visibility_ms`.
     /// `next_delivery` numbers each delivery. Standard queues deliver in `(visible_at, seq)`
     /// order; FIFO queues by group (see `fifo.rs`).
-    pub fn receive(
+    pub(crate) fn receive(
         &mut self,
         max: usize,
         visibility_ms: Millis,
@@ -449,7 +455,7 @@ impl QueueState {
 
     /// FIFO queues: what a receive with this attempt id answered within the window, if any.
     /// Only messages still stored and not expired are answered again.
-    pub fn replay(&self, attempt_id: &str, now: Millis) -> Option<Attempt> {
+    pub(crate) fn replay(&self, attempt_id: &str, now: Millis) -> Option<Attempt> {
         let mut attempt = self
             .fifo
             .as_deref()?
@@ -467,7 +473,7 @@ impl QueueState {
 
     /// FIFO queues: remembers what a receive with this attempt id answered. Empty answers are
     /// not remembered: a long poll asks again with the same id until something comes.
-    pub fn remember(&mut self, attempt_id: &str, now: Millis, pick: &Pick) {
+    pub(crate) fn remember(&mut self, attempt_id: &str, now: Millis, pick: &Pick) {
         if pick.delivered.is_empty() {
             return;
         }
@@ -518,7 +524,11 @@ impl QueueState {
     ///
     /// An expired message counts as already gone whatever the handle, so the answer does not
     /// depend on whether a sweep has removed it yet; it is removed now all the same.
-    pub fn delete(&mut self, handle: &ReceiptHandle, now: Millis) -> Result<bool, HandleError> {
+    pub(crate) fn delete(
+        &mut self,
+        handle: &ReceiptHandle,
+        now: Millis,
+    ) -> Result<bool, HandleError> {
         let retention = self.retention_ms();
         let expired = match self.messages.get(&handle.seq) {
             None => return Ok(false),
@@ -536,7 +546,7 @@ impl QueueState {
     }
 
     /// Makes the message receivable at `now + timeout_ms`. An expired message counts as gone.
-    pub fn change_visibility(
+    pub(crate) fn change_visibility(
         &mut self,
         handle: &ReceiptHandle,
         timeout_ms: Millis,
@@ -556,7 +566,7 @@ impl QueueState {
     }
 
     /// Up to `limit` unexpired messages in `state`, lowest seq first.
-    pub fn peek(&self, state: MessageState, limit: usize, now: Millis) -> Vec<Picked> {
+    pub(crate) fn peek(&self, state: MessageState, limit: usize, now: Millis) -> Vec<Picked> {
         let retention = self.retention_ms();
         self.messages
             .iter()
@@ -568,7 +578,7 @@ impl QueueState {
 
     /// Counts by state at `now`, expired messages excluded. O(messages): stats are asked for
     /// by management calls, not on the hot path.
-    pub fn stats(&self, now: Millis) -> QueueStats {
+    pub(crate) fn stats(&self, now: Millis) -> QueueStats {
         let retention = self.retention_ms();
         let mut stats = QueueStats::default();
         for m in self.messages.values() {
@@ -588,7 +598,7 @@ impl QueueState {
     }
 
     /// Removes every message whose retention has ended by `now`; answers their seqs.
-    pub fn take_expired(&mut self, now: Millis) -> Vec<u64> {
+    pub(crate) fn take_expired(&mut self, now: Millis) -> Vec<u64> {
         let retention = self.retention_ms();
         if self.oldest_hint.saturating_add(retention) > now {
             return Vec::new();
@@ -613,7 +623,7 @@ impl QueueState {
 
     /// Empties the index; answers the seq below which the store must delete. Deduplication
     /// records stay: a purge does not make a recent send's id new again.
-    pub fn purge(&mut self) -> u64 {
+    pub(crate) fn purge(&mut self) -> u64 {
         self.messages.clear();
         self.by_visibility.clear();
         self.oldest_hint = Millis::MAX;
@@ -626,7 +636,7 @@ impl QueueState {
     }
 
     /// Marks the queue deleted, frees its index and wakes its listeners.
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         self.deleted = true;
         self.purge();
         if let Some(fifo) = self.fifo.as_deref_mut() {
@@ -636,7 +646,7 @@ impl QueueState {
     }
 
     /// A receiver of the change counter (its current value counts as seen).
-    pub fn subscribe(&self) -> Option<watch::Receiver<u64>> {
+    pub(crate) fn subscribe(&self) -> Option<watch::Receiver<u64>> {
         self.changes.as_ref().map(watch::Sender::subscribe)
     }
 }

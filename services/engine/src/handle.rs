@@ -37,7 +37,7 @@ const FIELD_BYTES: usize = 24;
 pub const TAG_BYTES: usize = 20;
 /// Version, fields, tag: 45 bytes, a multiple of 3, so the text has no padding or spare bits.
 const RAW_BYTES: usize = 1 + FIELD_BYTES + TAG_BYTES;
-/// Characters of the text form (unpadded base64url of [`RAW_BYTES`]).
+/// Characters of the text form: the raw bytes in unpadded base64url.
 pub const HANDLE_CHARS: usize = RAW_BYTES / 3 * 4;
 
 /// The secret receipt handles are authenticated with: one per store, generated at random the

@@ -17,7 +17,7 @@ pub(crate) struct TtlCache<K, V> {
 const PRUNE_AT: usize = 4096;
 
 impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
-    pub fn new(ttl: Duration) -> Self {
+    pub(crate) fn new(ttl: Duration) -> Self {
         Self {
             ttl,
             entries: Mutex::new(HashMap::new()),
@@ -29,13 +29,13 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub fn get(&self, key: &K) -> Option<V> {
+    pub(crate) fn get(&self, key: &K) -> Option<V> {
         let entries = self.lock();
         let (at, value) = entries.get(key)?;
         (at.elapsed() < self.ttl).then(|| value.clone())
     }
 
-    pub fn insert(&self, key: K, value: V) {
+    pub(crate) fn insert(&self, key: K, value: V) {
         if self.ttl.is_zero() {
             return;
         }
@@ -47,11 +47,11 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
         entries.insert(key, (Instant::now(), value));
     }
 
-    pub fn remove(&self, key: &K) {
+    pub(crate) fn remove(&self, key: &K) {
         self.lock().remove(key);
     }
 
-    pub fn retain(&self, mut keep: impl FnMut(&K) -> bool) {
+    pub(crate) fn retain(&self, mut keep: impl FnMut(&K) -> bool) {
         self.lock().retain(|k, _| keep(k));
     }
 }

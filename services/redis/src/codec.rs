@@ -29,7 +29,7 @@ pub(crate) struct StoredBody {
 
 impl StoredBody {
     /// The message these parts and the script's bookkeeping describe.
-    pub fn into_message(
+    pub(crate) fn into_message(
         self,
         seq: u64,
         sent_at: Millis,
@@ -71,7 +71,7 @@ pub(crate) struct Reply {
 impl Reply {
     /// An array reply whose first element is the status: `None` when it is 0 (the queue does
     /// not exist), the rest of the reply otherwise.
-    pub fn of_queue(value: Value) -> Result<Option<Self>, EngineError> {
+    pub(crate) fn of_queue(value: Value) -> Result<Option<Self>, EngineError> {
         let mut reply = Self::new(value)?;
         match reply.int()? {
             0 => Ok(None),
@@ -79,7 +79,7 @@ impl Reply {
         }
     }
 
-    pub fn new(value: Value) -> Result<Self, EngineError> {
+    pub(crate) fn new(value: Value) -> Result<Self, EngineError> {
         match value {
             Value::Array(items) => Ok(Self {
                 items: items.into_iter(),
@@ -88,7 +88,7 @@ impl Reply {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.items.len() == 0
     }
 
@@ -96,23 +96,23 @@ impl Reply {
         self.items.next().ok_or_else(|| corrupt("reply too short"))
     }
 
-    pub fn int(&mut self) -> Result<i64, EngineError> {
+    pub(crate) fn int(&mut self) -> Result<i64, EngineError> {
         match self.next()? {
             Value::Int(n) => Ok(n),
             other => Err(corrupt(&format!("expected an integer, got {other:?}"))),
         }
     }
 
-    pub fn u64(&mut self) -> Result<u64, EngineError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, EngineError> {
         u64::try_from(self.int()?).map_err(|_| corrupt("negative number"))
     }
 
     /// A time, or `None` for the scripts' `-1`.
-    pub fn time(&mut self) -> Result<Option<Millis>, EngineError> {
+    pub(crate) fn time(&mut self) -> Result<Option<Millis>, EngineError> {
         Ok(u64::try_from(self.int()?).ok())
     }
 
-    pub fn bytes(&mut self) -> Result<Vec<u8>, EngineError> {
+    pub(crate) fn bytes(&mut self) -> Result<Vec<u8>, EngineError> {
         match self.next()? {
             Value::BulkString(b) => Ok(b),
             Value::SimpleString(s) => Ok(s.into_bytes()),
@@ -120,12 +120,12 @@ impl Reply {
         }
     }
 
-    pub fn text(&mut self) -> Result<String, EngineError> {
+    pub(crate) fn text(&mut self) -> Result<String, EngineError> {
         String::from_utf8(self.bytes()?).map_err(|_| corrupt("text is not UTF-8"))
     }
 
     /// The stats every describing reply ends with.
-    pub fn stats(&mut self) -> Result<QueueStats, EngineError> {
+    pub(crate) fn stats(&mut self) -> Result<QueueStats, EngineError> {
         Ok(QueueStats {
             visible: self.u64()?,
             in_flight: self.u64()?,
@@ -145,7 +145,7 @@ pub(crate) struct Described {
 }
 
 impl Described {
-    pub fn read(reply: &mut Reply) -> Result<Self, EngineError> {
+    pub(crate) fn read(reply: &mut Reply) -> Result<Self, EngineError> {
         Ok(Self {
             uid: reply.text()?,
             created_at: reply.u64()?,

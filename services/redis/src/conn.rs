@@ -42,7 +42,7 @@ pub(crate) enum Topology {
 impl Topology {
     /// Parses `redis://host:port[/db]` or `redis+cluster://h1:p1,h2:p2,...` (user info before
     /// an `@` applies to every node).
-    pub fn parse(url: &str) -> Result<Self, EngineError> {
+    pub(crate) fn parse(url: &str) -> Result<Self, EngineError> {
         let bad = |why: &str| {
             EngineError::Internal(format!("invalid Redis URL {:?}: {why}", redacted(url)))
         };
@@ -71,7 +71,7 @@ impl Topology {
     }
 
     /// The URLs a pub/sub connection may use, in order of preference.
-    pub fn pubsub_urls(&self) -> Vec<String> {
+    pub(crate) fn pubsub_urls(&self) -> Vec<String> {
         match self {
             Self::Standalone(url) => vec![url.clone()],
             // PUBLISH is broadcast over the cluster bus, so any node hears every wake-up.
@@ -153,7 +153,7 @@ pub(crate) struct Call {
 }
 
 impl Call {
-    pub fn new(script: &'static Script, keys: impl IntoIterator<Item = String>) -> Self {
+    pub(crate) fn new(script: &'static Script, keys: impl IntoIterator<Item = String>) -> Self {
         Self {
             script,
             keys: keys.into_iter().collect(),
@@ -162,7 +162,7 @@ impl Call {
     }
 
     /// Appends one argument (or several, for a value that expands to more).
-    pub fn arg(&mut self, value: impl ToRedisArgs) -> &mut Self {
+    pub(crate) fn arg(&mut self, value: impl ToRedisArgs) -> &mut Self {
         self.args.extend(value.to_redis_args());
         self
     }
@@ -187,7 +187,7 @@ pub(crate) struct Redis {
 
 impl Redis {
     /// Connects (bounded by the command timeout) without checking the server's settings.
-    pub async fn connect(url: &str, options: &RedisOptions) -> Result<Self, EngineError> {
+    pub(crate) async fn connect(url: &str, options: &RedisOptions) -> Result<Self, EngineError> {
         let topology = Topology::parse(url)?;
         let timeout = options.command_timeout;
         let wait_budget = options.wait_replicas.map_or(Duration::ZERO, |(_, t)| t);
@@ -247,11 +247,11 @@ impl Redis {
         })
     }
 
-    pub fn topology(&self) -> &Topology {
+    pub(crate) fn topology(&self) -> &Topology {
         &self.topology
     }
 
-    pub fn is_cluster(&self) -> bool {
+    pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.conn, Conn::Cluster(_))
     }
 
@@ -260,7 +260,7 @@ impl Redis {
     }
 
     /// One command, bounded by the timeout.
-    pub async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, EngineError> {
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, EngineError> {
         let mut conn = self.conn.clone();
         match tokio::time::timeout(self.timeout, cmd.query_async::<T>(&mut conn)).await {
             Ok(result) => result.map_err(engine_error),
@@ -271,7 +271,7 @@ impl Redis {
     /// Runs a script by SHA; on `NOSCRIPT` (a restart, a `SCRIPT FLUSH`, a failover to a node
     /// that never saw it) loads it and runs it again. `durable` writes are followed by `WAIT`
     /// in the same pipeline when [`RedisOptions::wait_replicas`] asks for it.
-    pub async fn eval(&self, call: &Call, durable: bool) -> Result<Value, EngineError> {
+    pub(crate) async fn eval(&self, call: &Call, durable: bool) -> Result<Value, EngineError> {
         let wait = if durable { self.wait } else { None };
         let budget = self.timeout + wait.map_or(Duration::ZERO, |(_, t)| t);
         let mut conn = self.conn.clone();
@@ -333,7 +333,10 @@ impl Redis {
 
     /// Runs `cmd` on every master (the one server when standalone); answers each node's
     /// reply with its address.
-    pub async fn on_every_master(&self, cmd: &Cmd) -> Result<Vec<(String, Value)>, EngineError> {
+    pub(crate) async fn on_every_master(
+        &self,
+        cmd: &Cmd,
+    ) -> Result<Vec<(String, Value)>, EngineError> {
         let run = async {
             match &self.conn {
                 Conn::Single(c) => {

@@ -72,7 +72,7 @@ const FIFO_PARTS: [&str; 9] = [
 
 impl Keys {
     /// Checks the prefix cannot break a hash tag or a key.
-    pub fn new(prefix: &str) -> Result<Self, EngineError> {
+    pub(crate) fn new(prefix: &str) -> Result<Self, EngineError> {
         let bad = |c: char| c == '{' || c == '}' || c.is_whitespace() || c.is_control();
         if prefix.is_empty() || prefix.chars().any(bad) {
             return Err(EngineError::Internal(format!(
@@ -86,7 +86,7 @@ impl Keys {
 
     /// The keys of one queue: meta, vis, rcv, sent, msg, rx, and for a FIFO queue ready,
     /// wait, group, gmsg, mgrp, dedup, dedup-at, attempt, attempt-at.
-    pub fn queue(&self, key: &QueueKey) -> QueueKeys {
+    pub(crate) fn queue(&self, key: &QueueKey) -> QueueKeys {
         let tag = format!("{{{}:{}:{}}}", self.prefix, key.tenant, key.name);
         let fifo: &[&str] = if key.name.is_fifo() { &FIFO_PARTS } else { &[] };
         QueueKeys(
@@ -99,17 +99,17 @@ impl Keys {
     }
 
     /// The queue's fence: under its hash tag, but not one of the keys deleting it removes.
-    pub fn queue_fence(&self, key: &QueueKey) -> String {
+    pub(crate) fn queue_fence(&self, key: &QueueKey) -> String {
         format!("{{{}:{}:{}}}:fence", self.prefix, key.tenant, key.name)
     }
 
     /// How a queue is named in the registry and in wake-ups: `<tenant>/<queue>`.
-    pub fn queue_id(key: &QueueKey) -> String {
+    pub(crate) fn queue_id(key: &QueueKey) -> String {
         format!("{}/{}", key.tenant, key.name)
     }
 
     /// The inverse of [`queue_id`](Self::queue_id); `None` for anything it cannot have made.
-    pub fn parse_queue_id(text: &str) -> Option<QueueKey> {
+    pub(crate) fn parse_queue_id(text: &str) -> Option<QueueKey> {
         let (tenant, name) = text.split_once('/')?;
         Some(QueueKey::new(
             TenantId::parse(tenant).ok()?,
@@ -122,57 +122,57 @@ impl Keys {
     }
 
     /// Every queue, for the expiry sweep.
-    pub fn all_queues(&self) -> String {
+    pub(crate) fn all_queues(&self) -> String {
         self.registry("queues")
     }
 
     /// Per registered queue, the uid of the incarnation it was registered for.
-    pub fn queue_uids(&self) -> String {
+    pub(crate) fn queue_uids(&self) -> String {
         self.registry("queue-uids")
     }
 
     /// Per registered queue, the tenant generation of its registration.
-    pub fn queue_gens(&self) -> String {
+    pub(crate) fn queue_gens(&self) -> String {
         self.registry("queue-gens")
     }
 
     /// Tenant tombstones: when each deleted tenant was last deleted.
-    pub fn tenant_tombstones(&self) -> String {
+    pub(crate) fn tenant_tombstones(&self) -> String {
         self.registry("tenant-deleted")
     }
 
     /// Tenant generations.
-    pub fn tenant_gens(&self) -> String {
+    pub(crate) fn tenant_gens(&self) -> String {
         self.registry("tenant-gen")
     }
 
     /// Tenant deletions under way.
-    pub fn tenant_deleting(&self) -> String {
+    pub(crate) fn tenant_deleting(&self) -> String {
         self.registry("tenant-deleting")
     }
 
     /// One tenant's queue names.
-    pub fn tenant_queues(&self, tenant: &TenantId) -> String {
+    pub(crate) fn tenant_queues(&self, tenant: &TenantId) -> String {
         self.registry(&format!("tenant:{tenant}:queues"))
     }
 
     /// Tenant records by id.
-    pub fn tenants(&self) -> String {
+    pub(crate) fn tenants(&self) -> String {
         self.registry("tenants")
     }
 
     /// Tenant ids in order.
-    pub fn tenant_ids(&self) -> String {
+    pub(crate) fn tenant_ids(&self) -> String {
         self.registry("tenant-ids")
     }
 
     /// The key receipt handles are authenticated with, shared by every engine on the prefix.
-    pub fn handle_key(&self) -> String {
+    pub(crate) fn handle_key(&self) -> String {
         self.registry("handle-key")
     }
 
     /// The pub/sub channel of wake-ups.
-    pub fn wake_channel(&self) -> String {
+    pub(crate) fn wake_channel(&self) -> String {
         format!("{}:wake", self.prefix)
     }
 }

@@ -37,7 +37,7 @@ struct Channels {
 }
 
 impl Wakers {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             instance: format!("{:016x}", rand::random::<u64>()),
             channels: Mutex::new(Channels {
@@ -53,12 +53,12 @@ impl Wakers {
     }
 
     /// What a script publishes for `queue_id`.
-    pub fn payload(&self, queue_id: &str) -> String {
+    pub(crate) fn payload(&self, queue_id: &str) -> String {
         format!("{} {queue_id}", self.instance)
     }
 
     /// A receiver that sees every wake-up of `queue_id` from now on.
-    pub fn listen(&self, queue_id: &str) -> watch::Receiver<u64> {
+    pub(crate) fn listen(&self, queue_id: &str) -> watch::Receiver<u64> {
         let mut channels = self.lock();
         if channels.by_queue.len() >= channels.prune_at {
             channels.by_queue.retain(|_, tx| tx.receiver_count() > 0);
@@ -72,7 +72,7 @@ impl Wakers {
     }
 
     /// Wakes this process's listeners of one queue.
-    pub fn wake(&self, queue_id: &str) {
+    pub(crate) fn wake(&self, queue_id: &str) {
         let mut channels = self.lock();
         let unused = match channels.by_queue.get(queue_id) {
             Some(tx) if tx.receiver_count() > 0 => {
@@ -88,7 +88,7 @@ impl Wakers {
     }
 
     /// Wakes every listener of this process (after wake-ups may have been lost).
-    pub fn wake_all(&self) {
+    pub(crate) fn wake_all(&self) {
         let mut channels = self.lock();
         channels.by_queue.retain(|_, tx| tx.receiver_count() > 0);
         for tx in channels.by_queue.values() {

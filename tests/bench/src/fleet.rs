@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub enum FleetTarget {
+pub(crate) enum FleetTarget {
     Sluice {
         client: reqwest::Client,
         base: String,
@@ -34,7 +34,7 @@ pub enum FleetTarget {
 }
 
 #[derive(Clone, Debug)]
-pub struct FleetPlan {
+pub(crate) struct FleetPlan {
     pub count: usize,
     pub per_queue: usize,
     pub size: usize,
@@ -45,7 +45,7 @@ pub struct FleetPlan {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct FleetReport {
+pub(crate) struct FleetReport {
     pub record: String,
     pub scenario: String,
     pub target: String,
@@ -332,7 +332,7 @@ async fn for_each_queue(
     Ok(done.load(Ordering::Relaxed))
 }
 
-pub async fn run(
+pub(crate) async fn run(
     target: &FleetTarget,
     plan: &FleetPlan,
     servers: &Processes,
@@ -385,7 +385,7 @@ pub async fn run(
 }
 
 /// A fleet target on an SQS endpoint (moto).
-pub fn sqs_target(endpoint: &str) -> FleetTarget {
+pub(crate) fn sqs_target(endpoint: &str) -> FleetTarget {
     FleetTarget::Sqs {
         client: sqs::client(endpoint),
     }

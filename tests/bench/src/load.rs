@@ -31,7 +31,7 @@ const MAX_CONSECUTIVE_ERRORS: u32 = 200;
 const ERROR_PAUSE: Duration = Duration::from_millis(20);
 
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub producers: usize,
     pub consumers: usize,
     /// Body size in bytes (at least the 32-byte header).
@@ -61,7 +61,7 @@ pub struct Plan {
 
 /// Where a run's figures go: one JSON object per line of the results file.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RunReport {
+pub(crate) struct RunReport {
     pub record: String,
     pub scenario: String,
     pub target: String,
@@ -113,7 +113,7 @@ pub struct RunReport {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Backlog {
+pub(crate) struct Backlog {
     pub fill_seconds: f64,
     pub fill_rate: f64,
     pub drain_seconds: f64,
@@ -484,7 +484,7 @@ async fn join_all<T>(
 }
 
 /// Runs the plan against the driver. `scenario`, `target` and `rep` only label the report.
-pub async fn run<D: Driver>(
+pub(crate) async fn run<D: Driver>(
     driver: Arc<D>,
     plan: &Plan,
     servers: &Processes,
@@ -705,7 +705,7 @@ pub async fn run<D: Driver>(
 }
 
 /// The human summary printed after a run.
-pub fn summary(r: &RunReport) -> String {
+pub(crate) fn summary(r: &RunReport) -> String {
     let mut out = format!(
         "{}/{} rep {}: {:.0} msgs/s end to end, {:.0} msgs/s sent; sent {} received {} \
          (unique {}) deleted {}; lost {} duplicates {} unacked-but-received {} errors {}",

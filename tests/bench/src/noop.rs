@@ -115,7 +115,7 @@ async fn handle(
 }
 
 /// Serves until killed. Prints `sluice-bench noop listening on http://ADDR` first, like Sluice.
-pub async fn serve(listen: &str, body_size: usize) -> Result<()> {
+pub(crate) async fn serve(listen: &str, body_size: usize) -> Result<()> {
     let canned = Arc::new(Canned::new(body_size)?);
     let app = Router::new().fallback(handle).with_state(canned);
     let listener = tokio::net::TcpListener::bind(listen)

@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-pub const START: &str = "<!-- peers:start -->";
-pub const END: &str = "<!-- peers:end -->";
+pub(crate) const START: &str = "<!-- peers:start -->";
+pub(crate) const END: &str = "<!-- peers:end -->";
 
 /// Targets in table order, with their display names.
 const TARGETS: &[(&str, &str)] = &[
@@ -615,7 +615,7 @@ fn render(records: &Records, meta: &[(String, String)]) -> Result<String> {
 }
 
 /// Replaces the marked section of `markdown` (appending one if the markers are missing).
-pub fn rewrite(results: &Path, markdown: &Path, meta: &[String]) -> Result<()> {
+pub(crate) fn rewrite(results: &Path, markdown: &Path, meta: &[String]) -> Result<()> {
     let records = Records::read(results)?;
     let meta = meta
         .iter()

@@ -11,29 +11,29 @@ use std::time::Duration;
 
 /// Latencies in microseconds, from 1 µs to one hour with 3 significant digits: enough for a
 /// p99.9 of a sub-millisecond request and for a message that waited out a long backlog.
-pub struct Latency(Histogram<u64>);
+pub(crate) struct Latency(Histogram<u64>);
 
 impl Latency {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         // Bounds are constants and valid; `new_with_bounds` only fails on invalid bounds.
         Self(Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds"))
     }
 
-    pub fn record(&mut self, d: Duration) {
+    pub(crate) fn record(&mut self, d: Duration) {
         let micros = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
         self.0.saturating_record(micros.max(1));
     }
 
-    pub fn record_micros(&mut self, micros: u64) {
+    pub(crate) fn record_micros(&mut self, micros: u64) {
         self.0.saturating_record(micros.max(1));
     }
 
-    pub fn merge(&mut self, other: &Latency) {
+    pub(crate) fn merge(&mut self, other: &Latency) {
         // Same bounds on both sides, so `add` cannot fail; saturate anyway rather than panic.
         let _ = self.0.add(&other.0);
     }
 
-    pub fn summary(&self) -> Option<Percentiles> {
+    pub(crate) fn summary(&self) -> Option<Percentiles> {
         if self.0.is_empty() {
             return None;
         }
@@ -56,7 +56,7 @@ impl Default for Latency {
 
 /// The percentiles the reports quote, in milliseconds.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Percentiles {
+pub(crate) struct Percentiles {
     pub count: u64,
     pub p50_ms: f64,
     pub p99_ms: f64,
@@ -65,7 +65,7 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    pub fn short(&self) -> String {
+    pub(crate) fn short(&self) -> String {
         format!(
             "p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.1} ms ({} samples)",
             self.p50_ms, self.p99_ms, self.p999_ms, self.max_ms, self.count
@@ -73,24 +73,24 @@ impl Percentiles {
     }
 }
 
-pub use sluice_bench_support::stats::median;
+pub(crate) use sluice_bench_support::stats::median;
 
 /// CPU seconds (user + system, all threads) a process has used so far.
-pub fn cpu_seconds(pid: u32) -> Result<f64> {
+pub(crate) fn cpu_seconds(pid: u32) -> Result<f64> {
     system::cpu_seconds(pid).with_context(|| format!("reading /proc/{pid}/stat"))
 }
 
 /// `VmRSS` and `VmHWM` (peak resident set) of a process, in bytes.
-pub fn memory(pid: u32) -> Result<(u64, u64)> {
+pub(crate) fn memory(pid: u32) -> Result<(u64, u64)> {
     system::memory(pid).with_context(|| format!("reading /proc/{pid}/status"))
 }
 
 /// The server processes of one target (e.g. Sluice plus its redis-server), summed.
 #[derive(Clone, Debug, Default)]
-pub struct Processes(pub Vec<u32>);
+pub(crate) struct Processes(pub Vec<u32>);
 
 impl Processes {
-    pub fn cpu_seconds(&self) -> Option<f64> {
+    pub(crate) fn cpu_seconds(&self) -> Option<f64> {
         if self.0.is_empty() {
             return None;
         }
@@ -98,7 +98,7 @@ impl Processes {
     }
 
     /// Summed VmRSS in bytes, or None when there is no process to watch or one vanished.
-    pub fn rss(&self) -> Option<u64> {
+    pub(crate) fn rss(&self) -> Option<u64> {
         if self.0.is_empty() {
             return None;
         }
@@ -106,7 +106,7 @@ impl Processes {
     }
 
     /// Summed VmHWM: each process's own peak (peaks of different processes need not coincide).
-    pub fn hwm(&self) -> Option<u64> {
+    pub(crate) fn hwm(&self) -> Option<u64> {
         if self.0.is_empty() {
             return None;
         }

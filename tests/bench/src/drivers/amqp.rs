@@ -25,7 +25,7 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-pub struct AmqpDriver {
+pub(crate) struct AmqpDriver {
     uri: String,
     queue: String,
     prefetch: u16,
@@ -57,7 +57,7 @@ impl AmqpDriver {
     /// `connections`: 0 gives every producer and consumer its own connection; N > 0 shares N
     /// connections among them (a channel each). lapin runs one I/O thread per connection, so
     /// sharing costs the load generator less CPU on a small machine.
-    pub async fn open(
+    pub(crate) async fn open(
         uri: &str,
         spec: &QueueSpec,
         prefetch: u16,
@@ -161,7 +161,7 @@ impl Driver for AmqpDriver {
     }
 }
 
-pub struct AmqpProducer {
+pub(crate) struct AmqpProducer {
     channel: Channel,
     queue: String,
     _connection: Option<Connection>,
@@ -203,7 +203,7 @@ impl Producer for AmqpProducer {
     }
 }
 
-pub struct AmqpConsumer {
+pub(crate) struct AmqpConsumer {
     stream: lapin::Consumer,
     max: usize,
     wait: Duration,

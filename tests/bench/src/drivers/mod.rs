@@ -10,9 +10,9 @@
 //! * `amqp`: RabbitMQ over AMQP 0-9-1 (durable queue, persistent messages, confirms, acks);
 //! * `sqs`: the SQS API through `aws-sdk-sqs` (moto's server).
 
-pub mod amqp;
-pub mod sluice;
-pub mod sqs;
+pub(crate) mod amqp;
+pub(crate) mod sluice;
+pub(crate) mod sqs;
 
 use std::fmt;
 use std::future::Future;
@@ -20,14 +20,14 @@ use std::time::Duration;
 
 /// The queue a run uses.
 #[derive(Clone, Debug)]
-pub struct QueueSpec {
+pub(crate) struct QueueSpec {
     pub name: String,
     /// FIFO queue: messages carry a group id and a deduplication id.
     pub fifo: bool,
 }
 
 /// One message to send.
-pub struct Outgoing {
+pub(crate) struct Outgoing {
     pub body: String,
     /// FIFO only: the message group.
     pub group: Option<String>,
@@ -37,12 +37,12 @@ pub struct Outgoing {
 
 /// One message received: its body (to check and time it) and whatever the protocol needs to
 /// acknowledge it.
-pub struct Delivery<H> {
+pub(crate) struct Delivery<H> {
     pub body: Vec<u8>,
     pub handle: H,
 }
 
-pub trait Driver: Send + Sync + 'static {
+pub(crate) trait Driver: Send + Sync + 'static {
     type Producer: Producer;
     type Consumer: Consumer;
 
@@ -65,7 +65,7 @@ pub trait Driver: Send + Sync + 'static {
     fn delete_queue(&self) -> impl Future<Output = anyhow::Result<()>> + Send;
 }
 
-pub trait Producer: Send + 'static {
+pub(crate) trait Producer: Send + 'static {
     /// Sends the messages and returns, per message, whether the service acknowledged it (a
     /// durable service acknowledges only what it has stored), with the reason when some entries
     /// of a batch failed. A transport error is an `Err`: none of the messages counts as
@@ -76,7 +76,7 @@ pub trait Producer: Send + 'static {
     ) -> impl Future<Output = anyhow::Result<Outcome<Vec<bool>>>> + Send;
 }
 
-pub trait Consumer: Send + 'static {
+pub(crate) trait Consumer: Send + 'static {
     type Handle: Send;
 
     /// Receives up to the consumer's batch size; an empty answer after the long-poll wait is Ok.
@@ -93,13 +93,13 @@ pub trait Consumer: Send + 'static {
 
 /// What a batch operation achieved, and why part of it failed (one failed entry of a batch does
 /// not undo the others, so it is not an `Err`).
-pub struct Outcome<T> {
+pub(crate) struct Outcome<T> {
     pub value: T,
     pub failure: Option<String>,
 }
 
 impl<T> Outcome<T> {
-    pub fn ok(value: T) -> Self {
+    pub(crate) fn ok(value: T) -> Self {
         Self {
             value,
             failure: None,
@@ -111,7 +111,7 @@ impl<T> Outcome<T> {
 /// FIFO queues answered 400). The binary exits with code 3 so the script can report "not
 /// available" instead of a failure.
 #[derive(Debug)]
-pub struct Unsupported(pub String);
+pub(crate) struct Unsupported(pub String);
 
 impl fmt::Display for Unsupported {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -122,19 +122,19 @@ impl fmt::Display for Unsupported {
 impl std::error::Error for Unsupported {}
 
 /// Bytes of header at the start of every body: 16 hex digits of sequence id, 16 of send time.
-pub const HEADER_BYTES: usize = 32;
+pub(crate) const HEADER_BYTES: usize = 32;
 
 /// A body of `size` bytes carrying `seq` and the intended send time (µs since the run started),
 /// padded with `x`. Only `[0-9a-fx]`: nothing to escape in JSON, XML or form encoding, so the
 /// size on the wire is the size asked for.
-pub fn make_body(seq: u64, sent_micros: u64, size: usize) -> String {
+pub(crate) fn make_body(seq: u64, sent_micros: u64, size: usize) -> String {
     let mut body = format!("{seq:016x}{sent_micros:016x}");
     body.extend(std::iter::repeat_n('x', size.saturating_sub(HEADER_BYTES)));
     body
 }
 
 /// The sequence id and send time of a body made by [`make_body`], or None for a foreign body.
-pub fn parse_body(body: &[u8]) -> Option<(u64, u64)> {
+pub(crate) fn parse_body(body: &[u8]) -> Option<(u64, u64)> {
     let head = std::str::from_utf8(body.get(..HEADER_BYTES)?).ok()?;
     let seq = u64::from_str_radix(&head[..16], 16).ok()?;
     let micros = u64::from_str_radix(&head[16..], 16).ok()?;
@@ -142,7 +142,7 @@ pub fn parse_body(body: &[u8]) -> Option<(u64, u64)> {
 }
 
 /// Shortens an error for the per-kind error counts: the first line, at most 120 characters.
-pub fn error_kind(e: &anyhow::Error) -> String {
+pub(crate) fn error_kind(e: &anyhow::Error) -> String {
     let text = format!("{e:#}");
     let line = text.lines().next().unwrap_or("");
     line.chars().take(120).collect()

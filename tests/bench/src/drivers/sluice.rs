@@ -24,11 +24,11 @@ struct Inner {
 }
 
 #[derive(Clone)]
-pub struct SluiceDriver(Arc<Inner>);
+pub(crate) struct SluiceDriver(Arc<Inner>);
 
 /// One HTTP client for all producers and consumers: reqwest keeps a pool of keep-alive
 /// connections, one per concurrently active task, so 8 + 8 tasks hold 16 connections.
-pub fn http_client() -> Result<reqwest::Client> {
+pub(crate) fn http_client() -> Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
         .pool_max_idle_per_host(256)
         .tcp_nodelay(true)
@@ -39,7 +39,7 @@ pub fn http_client() -> Result<reqwest::Client> {
 
 impl SluiceDriver {
     /// Creates (or replaces) the queue. A 400 for a FIFO queue means this server has no FIFO yet.
-    pub async fn open(
+    pub(crate) async fn open(
         client: reqwest::Client,
         base: &str,
         token: Option<&str>,
@@ -191,7 +191,7 @@ impl Driver for SluiceDriver {
     }
 }
 
-pub struct SluiceProducer(Arc<Inner>);
+pub(crate) struct SluiceProducer(Arc<Inner>);
 
 impl SluiceProducer {
     fn fifo_fields(&self, json: &mut String, m: &Outgoing) -> Result<()> {
@@ -262,7 +262,7 @@ impl Producer for SluiceProducer {
     }
 }
 
-pub struct SluiceConsumer {
+pub(crate) struct SluiceConsumer {
     inner: Arc<Inner>,
     receive_json: String,
 }

@@ -18,13 +18,13 @@ use aws_sdk_sqs::types::{
 use aws_sdk_sqs::Client;
 use std::time::Duration;
 
-pub struct SqsDriver {
+pub(crate) struct SqsDriver {
     client: Client,
     queue_url: String,
 }
 
 /// A client for `endpoint` (e.g. `http://127.0.0.1:5000`), region us-east-1, dummy credentials.
-pub fn client(endpoint: &str) -> Client {
+pub(crate) fn client(endpoint: &str) -> Client {
     let http = aws_smithy_http_client::Builder::new().build_http();
     let config = aws_sdk_sqs::Config::builder()
         .behavior_version(BehaviorVersion::latest())
@@ -55,7 +55,7 @@ fn sdk_error<E: std::error::Error + Send + Sync + 'static>(what: &str, e: E) -> 
 }
 
 impl SqsDriver {
-    pub async fn open(client: Client, spec: &QueueSpec) -> Result<Self> {
+    pub(crate) async fn open(client: Client, spec: &QueueSpec) -> Result<Self> {
         let mut create = client.create_queue().queue_name(&spec.name);
         if spec.fifo {
             create = create.attributes(QueueAttributeName::FifoQueue, "true");
@@ -101,7 +101,7 @@ impl Driver for SqsDriver {
     }
 }
 
-pub struct SqsProducer {
+pub(crate) struct SqsProducer {
     client: Client,
     queue_url: String,
 }
@@ -158,7 +158,7 @@ impl Producer for SqsProducer {
     }
 }
 
-pub struct SqsConsumer {
+pub(crate) struct SqsConsumer {
     client: Client,
     queue_url: String,
     max: i32,
