@@ -34,7 +34,7 @@ use utoipa_swagger_ui::SwaggerUi;
         messages::peek,
         admin::create_tenant, admin::list_tenants, admin::get_tenant, admin::update_tenant,
         admin::delete_tenant, admin::mint_token,
-        ops::healthz, ops::readyz,
+        ops::healthz, ops::readyz, crate::metrics::render,
     ),
     components(
         schemas(crate::dto::PeekState),
@@ -49,7 +49,7 @@ use utoipa_swagger_ui::SwaggerUi;
         (name = "queues", description = "Create, configure, list, purge and delete queues (scope `queues:manage`; reads also with `messages:send` or `messages:consume`)"),
         (name = "messages", description = "Send (scope `messages:send`), receive, delete, change visibility and peek (scope `messages:consume`)"),
         (name = "admin", description = "Tenants, their quotas, and tokens for them (scope `admin`)"),
-        (name = "operations", description = "Liveness and readiness probes (no auth)"),
+        (name = "operations", description = "Liveness and readiness probes, and Prometheus metrics (no auth)"),
     )
 )]
 pub struct ApiDoc;
@@ -120,12 +120,15 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/admin/tenants/{id}/tokens", post(admin::mint_token))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(crate::metrics::render))
         .with_state(state);
     Router::new()
         .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))
         .merge(api)
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
+        // After the fallbacks, so unmatched requests are counted too.
+        .layer(axum::middleware::from_fn(crate::metrics::track))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .layer(axum::middleware::from_fn(request_id))
 }

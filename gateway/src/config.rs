@@ -91,6 +91,10 @@ pub struct CommonArgs {
     /// Seconds a client may take to send a request's body (1–3600). Default 30.
     #[arg(long, env = "SLUICE_BODY_TIMEOUT_SECONDS")]
     pub body_timeout_seconds: Option<u64>,
+    /// Whether metric series carry a `queue` label (`true`/`false`); `false` adds a tenant's
+    /// queues up, for deployments with many queues. Default true.
+    #[arg(long, env = "SLUICE_METRICS_PER_QUEUE")]
+    pub metrics_per_queue: Option<bool>,
 }
 
 /// `sluice token`.
@@ -175,6 +179,8 @@ pub struct Settings {
     pub max_message_bytes: u32,
     /// Connection limit and timeouts.
     pub connections: ConnectionLimits,
+    /// Whether metric series carry a `queue` label.
+    pub metrics_per_queue: bool,
 }
 
 const GENERATED_KEY_FILE: &str = "jwt-secret";
@@ -270,6 +276,10 @@ impl Settings {
             audience: args.jwt_audience.clone().or(file.jwt_audience),
             max_message_bytes,
             connections,
+            metrics_per_queue: args
+                .metrics_per_queue
+                .or(file.metrics_per_queue)
+                .unwrap_or(true),
         })
     }
 

@@ -7,6 +7,7 @@ pub mod config;
 pub mod dto;
 pub mod error;
 pub mod extract;
+pub mod metrics;
 pub mod routes;
 pub mod secret;
 pub mod serve;

@@ -65,7 +65,8 @@ impl Application {
             Limits {
                 max_message_bytes: settings.max_message_bytes,
             },
-        );
+        )
+        .with_metrics_per_queue(settings.metrics_per_queue);
         let listener =
             TcpListener::bind(settings.listen)
                 .await
@@ -101,6 +102,11 @@ impl Application {
     /// Serves until SIGINT or SIGTERM, then finishes the requests in flight.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let expiry = self.state.services.spawn_expiry(Duration::from_secs(1));
+        let upkeep = crate::metrics::spawn_upkeep();
+        let sampler = self
+            .state
+            .services
+            .spawn_queue_sampler(crate::metrics::SAMPLE_PERIOD);
         let result = serve::serve(
             self.listener,
             router(self.state),
@@ -109,6 +115,8 @@ impl Application {
         )
         .await;
         expiry.abort();
+        upkeep.abort();
+        sampler.abort();
         result
     }
 }

@@ -8,6 +8,7 @@ mod connections;
 mod disk_failure;
 mod fifo;
 mod harness;
+mod metrics;
 mod openapi;
 mod queues_and_messages;
 mod readme;

@@ -233,6 +233,7 @@ fn operation_ids_are_unique_readable_and_stable() {
             "delete_message_batch",
             "delete_queue",
             "delete_tenant",
+            "get_metrics",
             "get_queue",
             "get_tenant",
             "list_queues",

@@ -8,6 +8,7 @@
 mod error;
 mod md5;
 mod messages;
+mod metrics;
 mod queues;
 mod tenants;
 mod validate;
@@ -47,6 +48,7 @@ pub struct Services {
     engine: Arc<dyn Engine>,
     clock: Arc<dyn Clock>,
     limits: Limits,
+    metric_labels: metrics::MetricLabels,
 }
 
 impl Services {
@@ -56,7 +58,15 @@ impl Services {
             engine,
             clock,
             limits,
+            metric_labels: metrics::MetricLabels { per_queue: true },
         }
+    }
+
+    /// Whether metric series carry the `queue` label (the default); off, a tenant's queues
+    /// add up in one series, for deployments with many queues.
+    pub fn with_metrics_per_queue(mut self, per_queue: bool) -> Self {
+        self.metric_labels.per_queue = per_queue;
+        self
     }
 
     /// The server-wide limits.
@@ -85,7 +95,10 @@ impl Services {
                 services.clock.sleep_until(next).await;
                 match services.engine.expire(services.clock.now()).await {
                     Ok(0) => {}
-                    Ok(expired) => tracing::debug!(expired, "retention expiry"),
+                    Ok(expired) => {
+                        metrics::count_expired(expired);
+                        tracing::debug!(expired, "retention expiry");
+                    }
                     // The next round retries; expiry is idempotent.
                     Err(error) => tracing::warn!(%error, "retention expiry failed"),
                 }

@@ -3,6 +3,7 @@
 //! SQS-compatible digests; the engine stores and delivers.
 
 use crate::md5::{md5_of_attributes, md5_of_body};
+use crate::metrics::Event;
 use crate::queues::queue_key;
 use crate::validate::{
     in_range, validate_attributes, validate_batch_ids, validate_body, validate_token_id,
@@ -311,7 +312,12 @@ impl Services {
         let digests = Self::digests(&message);
         let mut answers = self.engine.send(&key, vec![message], now).await?;
         match answers.pop() {
-            Some(Ok(sent)) => Ok(Self::send_result(digests, sent, fifo)),
+            Some(Ok(sent)) => {
+                if !sent.duplicate {
+                    self.metric_labels.count(&key, Event::Sent, 1);
+                }
+                Ok(Self::send_result(digests, sent, fifo))
+            }
             Some(Err(rejection)) => Err(rejection.into()),
             None => Err(ServiceError::Internal(
                 "engine answered no result for a send".into(),
@@ -354,6 +360,11 @@ impl Services {
             let (ids, messages): (Vec<String>, Vec<NewMessage>) = accepted.into_iter().unzip();
             let digests: Vec<_> = messages.iter().map(Self::digests).collect();
             let answers = self.engine.send(&key, messages, now).await?;
+            let stored = answers
+                .iter()
+                .filter(|a| a.as_ref().is_ok_and(|sent| !sent.duplicate))
+                .count();
+            self.metric_labels.count(&key, Event::Sent, stored as u64);
             for ((id, digests), answer) in ids.into_iter().zip(digests).zip(answers) {
                 match answer {
                     Ok(sent) => successful.push((id, Self::send_result(digests, sent, fifo))),
@@ -405,6 +416,8 @@ impl Services {
                 )
                 .await?;
             if !outcome.messages.is_empty() || self.clock.now() >= deadline {
+                self.metric_labels
+                    .count(&key, Event::Received, outcome.messages.len() as u64);
                 return Ok(outcome
                     .messages
                     .into_iter()
@@ -434,7 +447,11 @@ impl Services {
             .delete(&key, &[receipt_handle.to_owned()], self.clock.now())
             .await?;
         match answers.pop() {
-            Some(answer) => Ok(answer?),
+            Some(answer) => {
+                answer?;
+                self.metric_labels.count(&key, Event::Deleted, 1);
+                Ok(())
+            }
             None => Err(ServiceError::Internal(
                 "engine answered no result for a delete".into(),
             )),
@@ -452,6 +469,9 @@ impl Services {
         let key = queue_key(tenant, queue)?;
         let handles: Vec<String> = entries.iter().map(|e| e.receipt_handle.clone()).collect();
         let answers = self.engine.delete(&key, &handles, self.clock.now()).await?;
+        let deleted = answers.iter().filter(|a| a.is_ok()).count();
+        self.metric_labels
+            .count(&key, Event::Deleted, deleted as u64);
         Ok(split_outcome(entries.into_iter().map(|e| e.id), answers))
     }
 
