@@ -2,8 +2,9 @@
 //!
 //! This crate owns request validation (names, ranges, attributes, sizes), the SQS-compatible
 //! MD5s, resolution of delays and defaults from the queue's configuration, long polling, list
-//! pagination and tenant administration. It speaks in domain terms so that the REST gateway and
-//! the later SQS/SNS-compatible front-ends share it; it knows no HTTP type and no concrete engine.
+//! pagination, tenant administration and the domain metrics. It speaks in domain terms so that
+//! the REST gateway and the later SQS/SNS-compatible front-ends share it; it knows no HTTP type
+//! and no concrete engine.
 
 mod error;
 mod md5;
