@@ -436,4 +436,21 @@ mod tests {
         let shown = format!("{generated:?}");
         assert!(!shown.contains(key.trim()), "{shown}");
     }
+
+    #[test]
+    fn metrics_per_queue_layers_flag_over_file_over_default() {
+        let temp = tempfile::tempdir().unwrap();
+        let file = temp.path().join("sluice.toml");
+        std::fs::write(&file, "metrics_per_queue = false\n").unwrap();
+        let args = |config: Option<PathBuf>, flag: Option<bool>| CommonArgs {
+            config,
+            data_dir: Some(temp.path().join("data")),
+            metrics_per_queue: flag,
+            ..Default::default()
+        };
+        let resolve = |args: CommonArgs| Settings::resolve(&args).unwrap().metrics_per_queue;
+        assert!(resolve(args(None, None)));
+        assert!(!resolve(args(Some(file.clone()), None)));
+        assert!(resolve(args(Some(file), Some(true))));
+    }
 }
