@@ -231,9 +231,7 @@ async fn message_counters_by_tenant_queue_and_event() {
     counters_count_messages(&server).await;
 }
 
-#[tokio::test]
-async fn message_counters_on_redis() {
-    let redis = RedisServer::start().unwrap();
+fn redis_gateway(redis: &RedisServer) -> (tempfile::TempDir, Server) {
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix("e2e-metrics");
     let server = Server::start_in(
@@ -247,6 +245,13 @@ async fn message_counters_on_redis() {
             &prefix,
         ],
     );
+    (dir, server)
+}
+
+#[tokio::test]
+async fn message_counters_on_redis() {
+    let redis = RedisServer::start().unwrap();
+    let (_dir, server) = redis_gateway(&redis);
     counters_count_messages(&server).await;
 }
 
@@ -323,7 +328,19 @@ fn gauge(samples: &[Sample], tenant: &str, queue: Option<&str>, state: &str) -> 
 
 #[tokio::test]
 async fn queue_gauges_follow_the_queue_stats_and_drop_deleted_queues() {
-    let server = Server::start();
+    gauges_follow_stats(&Server::start()).await;
+}
+
+#[tokio::test]
+async fn queue_gauges_on_redis() {
+    let redis = RedisServer::start().unwrap();
+    let (_dir, server) = redis_gateway(&redis);
+    gauges_follow_stats(&server).await;
+}
+
+/// 2 visible, 1 in flight, 1 delayed: the gauges match the queue's stats, an empty queue
+/// reports 0 for every state, and a deleted queue's gauges go to 0 or away.
+async fn gauges_follow_stats(server: &Server) {
     let t = tenant_token("acme");
     assert_eq!(
         server
@@ -340,10 +357,10 @@ async fn queue_gauges_follow_the_queue_stats_and_drop_deleted_queues() {
         201
     );
     for _ in 0..3 {
-        send(&server, &t, "jobs", json!({"body": "now"})).await;
+        send(server, &t, "jobs", json!({"body": "now"})).await;
     }
     send(
-        &server,
+        server,
         &t,
         "jobs",
         json!({"body": "later", "delay_seconds": 600}),
@@ -367,13 +384,13 @@ async fn queue_gauges_follow_the_queue_stats_and_drop_deleted_queues() {
     );
 
     let jobs = Some("jobs");
-    scrape_until(&server, "gauges equal the queue's stats", |s| {
+    scrape_until(server, "gauges equal the queue's stats", |s| {
         gauge(s, "acme", jobs, "visible") == Some(2.0)
             && gauge(s, "acme", jobs, "in_flight") == Some(1.0)
             && gauge(s, "acme", jobs, "delayed") == Some(1.0)
     })
     .await;
-    let samples = scrape(&server).await;
+    let samples = scrape(server).await;
     for state in ["visible", "in_flight", "delayed"] {
         assert_eq!(
             gauge(&samples, "acme", Some("empty"), state),
@@ -398,7 +415,7 @@ async fn queue_gauges_follow_the_queue_stats_and_drop_deleted_queues() {
             .0,
         204
     );
-    scrape_until(&server, "a deleted queue's gauges are 0 or gone", |s| {
+    scrape_until(server, "a deleted queue's gauges are 0 or gone", |s| {
         ["visible", "in_flight", "delayed"]
             .iter()
             .all(|state| gauge(s, "acme", jobs, state).unwrap_or(0.0) == 0.0)
