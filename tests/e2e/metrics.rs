@@ -466,3 +466,24 @@ async fn metrics_per_queue_false_drops_the_queue_label() {
         "series with a queue label: {labelled:?}"
     );
 }
+
+/// More queues than the sampler lists in one page: every page is walked.
+#[tokio::test]
+async fn the_sampler_walks_every_page_of_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_in(
+        dir.path(),
+        &["--jwt-secret", SECRET, "--metrics-per-queue", "false"],
+    );
+    let t = tenant_token("many");
+    for n in 0..130 {
+        let queue = format!("q{n:03}");
+        let path = format!("/v1/queues/{queue}");
+        assert_eq!(server.call(Method::PUT, &path, &t, None).await.0, 201);
+        send(&server, &t, &queue, json!({"body": "x"})).await;
+    }
+    scrape_until(&server, "130 visible messages over 130 queues", |s| {
+        gauge(s, "many", None, "visible") == Some(130.0)
+    })
+    .await;
+}
