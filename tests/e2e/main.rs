@@ -10,6 +10,7 @@ mod fifo;
 mod harness;
 mod openapi;
 mod queues_and_messages;
+mod ratelimit;
 mod readme;
 mod redis;
 mod restart;
