@@ -8,12 +8,10 @@
 //! sending at exactly its rate. It is equivalent to a token bucket of `burst` tokens refilled at
 //! `rate` per second, and needs no timer and a single value per tenant.
 
-use crate::{Millis, TenantId};
+use crate::{EngineError, Millis, TenantId};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-
-use crate::EngineError;
 
 /// A tenant's rate: `rate` requests per second sustained, at most `burst` at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
