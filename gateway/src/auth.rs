@@ -319,10 +319,22 @@ impl FromRequestParts<AppState> for Caller {
             ));
         }
         if let Some(tenant) = &tenant {
-            state.services.ensure_tenant(tenant, claims.iat).await?;
+            let quotas = state.services.ensure_tenant(tenant, claims.iat).await?;
+            // Once per request, now that a tenant is known (a bad token spends nothing) and
+            // before the handler looks at anything else, so refused requests spend a token
+            // too. The admin API is never limited, whatever the token names.
+            if !is_admin_path(parts.uri.path()) {
+                state.services.admit_request(tenant, &quotas).await?;
+            }
         }
         Ok(Caller { tenant, scopes })
     }
+}
+
+/// Whether `path` is under `/v1/admin`, which tenants' rate limits do not apply to.
+fn is_admin_path(path: &str) -> bool {
+    path.strip_prefix("/v1/admin")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 #[cfg(test)]

@@ -617,9 +617,13 @@ pub struct QuotasBody {
     pub max_queues: Option<u64>,
     /// Most topics (stored; topics are not built yet).
     pub max_topics: Option<u64>,
-    /// Sustained requests per second (stored; not enforced yet).
+    /// Sustained requests per second, at least 1 (enforced: a token bucket over the tenant's
+    /// `/v1` requests outside `/v1/admin`; past it, 429 `RateLimited` with `Retry-After`).
+    #[schema(minimum = 1)]
     pub requests_per_second: Option<u64>,
-    /// Burst above the rate (stored; not enforced yet).
+    /// The bucket's size: requests admitted at once after a quiet spell, at least 1 (default:
+    /// `requests_per_second`). Needs `requests_per_second`.
+    #[schema(minimum = 1)]
     pub burst: Option<u64>,
     /// Most bytes stored (stored; not enforced yet).
     pub max_stored_bytes: Option<u64>,

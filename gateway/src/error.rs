@@ -60,7 +60,7 @@ pub struct ErrorDetail {
     /// A stable machine-readable code: `ValidationError`, `MalformedRequest`,
     /// `Unauthenticated`, `Forbidden`, `QueueNotFound`, `TenantNotFound`, `NotFound`,
     /// `MethodNotAllowed`, `Conflict`, `PayloadTooLarge`, `UnsupportedMediaType`, `QueueFull`,
-    /// `QuotaExceeded`, `ReceiptHandleInvalid`, `ReceiptHandleStale`, `Unavailable` or
+    /// `QuotaExceeded`, `RateLimited`, `ReceiptHandleInvalid`, `ReceiptHandleStale`, `Unavailable` or
     /// `Internal`.
     pub code: String,
     /// A human message; for validation errors it names the field.
@@ -82,6 +82,7 @@ impl ApiError {
                 S::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", false),
                 S::QueueFull => (StatusCode::TOO_MANY_REQUESTS, "QueueFull", true),
                 S::QuotaExceeded(_) => (StatusCode::TOO_MANY_REQUESTS, "QuotaExceeded", true),
+                S::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "RateLimited", true),
                 S::TenantDeleted(_) => (StatusCode::UNAUTHORIZED, "Unauthenticated", false),
                 S::ReceiptHandleInvalid => (StatusCode::BAD_REQUEST, "ReceiptHandleInvalid", false),
                 S::ReceiptHandleStale => (StatusCode::GONE, "ReceiptHandleStale", false),
@@ -153,9 +154,15 @@ impl IntoResponse for ApiError {
         };
         let mut response = (status, axum::Json(body)).into_response();
         if retry {
+            let seconds = match &self {
+                ApiError::Service(ServiceError::RateLimited {
+                    retry_after_seconds,
+                }) => (*retry_after_seconds).max(1),
+                _ => 1,
+            };
             response
                 .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         if status == StatusCode::REQUEST_TIMEOUT {
             // The rest of the body may still be on its way: the connection cannot be reused.

@@ -8,7 +8,7 @@ use crate::config::{Settings, Store};
 use crate::serve::{self, Bounds};
 use crate::state::AppState;
 use sluice_embedded::{EmbeddedEngine, EmbeddedOptions};
-use sluice_engine::{Clock, Engine, SystemClock};
+use sluice_engine::{Clock, Engine, LocalRateLimiter, RateLimiter, SystemClock};
 use sluice_redis::{RedisEngine, RedisOptions};
 use sluice_services::{Limits, Services};
 use std::net::SocketAddr;
@@ -57,7 +57,7 @@ impl Application {
         )
         .map_err(StartError::Config)?;
         let bounds = connection_bounds(settings);
-        let engine = open_engine(settings).await?;
+        let (engine, limiter) = open_engine(settings).await?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let services = Services::new(
             engine,
@@ -66,7 +66,8 @@ impl Application {
                 max_message_bytes: settings.max_message_bytes,
             },
         )
-        .with_metrics_per_queue(settings.metrics_per_queue);
+        .with_metrics_per_queue(settings.metrics_per_queue)
+        .with_rate_limiter(limiter);
         let listener =
             TcpListener::bind(settings.listen)
                 .await
@@ -158,10 +159,17 @@ fn connection_bounds(settings: &Settings) -> Bounds {
 }
 
 /// The only place that names a concrete engine.
-async fn open_engine(settings: &Settings) -> Result<Arc<dyn Engine>, StartError> {
+/// The engine and the rate limiter that goes with it: in process for the embedded store (one
+/// gateway owns it), in Redis for Redis (gateways on one Redis share each tenant's bucket).
+async fn open_engine(
+    settings: &Settings,
+) -> Result<(Arc<dyn Engine>, Arc<dyn RateLimiter>), StartError> {
     match &settings.store {
         Store::Embedded => EmbeddedEngine::open(&settings.data_dir, EmbeddedOptions::default())
-            .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
+            .map(|engine| {
+                let limiter: Arc<dyn RateLimiter> = Arc::new(LocalRateLimiter::new());
+                (Arc::new(engine) as Arc<dyn Engine>, limiter)
+            })
             .map_err(|e| StartError::Store {
                 store: settings.data_dir.display().to_string(),
                 error: e.to_string(),
@@ -180,7 +188,13 @@ async fn open_engine(settings: &Settings) -> Result<Arc<dyn Engine>, StartError>
             };
             RedisEngine::connect(url, options)
                 .await
-                .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
+                .map(|engine| {
+                    let engine = Arc::new(engine);
+                    (
+                        engine.clone() as Arc<dyn Engine>,
+                        engine as Arc<dyn RateLimiter>,
+                    )
+                })
                 .map_err(|e| StartError::Store {
                     store: url.clone(),
                     error: e.to_string(),

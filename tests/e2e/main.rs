@@ -11,6 +11,7 @@ mod harness;
 mod metrics;
 mod openapi;
 mod queues_and_messages;
+mod ratelimit;
 mod readme;
 mod redis;
 mod restart;

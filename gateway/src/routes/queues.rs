@@ -30,7 +30,7 @@ const READ_SCOPES: [Scope; 3] = [
         (status = 403, response = Forbidden),
         (status = 413, response = PayloadTooLarge),
         (status = 415, response = UnsupportedMediaType),
-        (status = 429, description = "`QuotaExceeded`: the tenant owns `max_queues` queues", body = ErrorBody,
+        (status = 429, description = "`QuotaExceeded`: the tenant owns `max_queues` queues; or `RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now (every authenticated `/v1` request outside `/v1/admin` spends one, refused ones too)", body = ErrorBody,
             headers(("retry-after" = u32, description = "Seconds to wait before retrying")))),
     security(("bearer" = [])))]
 pub async fn put_queue(
@@ -60,6 +60,8 @@ pub async fn put_queue(
         (status = 200, description = "The queue with its new configuration", body = Queue),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
+        (status = 429, description = "`RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now (every authenticated `/v1` request outside `/v1/admin` spends one, refused ones too)", body = ErrorBody,
+            headers(("retry-after" = u32, description = "Seconds to wait before retrying, at least 1"))),
         (status = 403, response = Forbidden),
         (status = 404, response = QueueNotFound),
         (status = 413, response = PayloadTooLarge),
@@ -86,6 +88,8 @@ pub async fn patch_queue(
         (status = 200, description = "The queue, its configuration and its message counts", body = Queue),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
+        (status = 429, description = "`RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now (every authenticated `/v1` request outside `/v1/admin` spends one, refused ones too)", body = ErrorBody,
+            headers(("retry-after" = u32, description = "Seconds to wait before retrying, at least 1"))),
         (status = 403, response = Forbidden),
         (status = 404, response = QueueNotFound)),
     security(("bearer" = [])))]
@@ -106,6 +110,8 @@ pub async fn get_queue(
         (status = 200, description = "One page of queues, ordered by name", body = QueueList),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
+        (status = 429, description = "`RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now (every authenticated `/v1` request outside `/v1/admin` spends one, refused ones too)", body = ErrorBody,
+            headers(("retry-after" = u32, description = "Seconds to wait before retrying, at least 1"))),
         (status = 403, response = Forbidden)),
     security(("bearer" = [])))]
 pub async fn list_queues(
@@ -136,6 +142,8 @@ pub async fn list_queues(
         (status = 204, description = "Deleted, with its messages"),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
+        (status = 429, description = "`RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now (every authenticated `/v1` request outside `/v1/admin` spends one, refused ones too)", body = ErrorBody,
+            headers(("retry-after" = u32, description = "Seconds to wait before retrying, at least 1"))),
         (status = 403, response = Forbidden),
         (status = 404, response = QueueNotFound)),
     security(("bearer" = [])))]
@@ -156,6 +164,8 @@ pub async fn delete_queue(
         (status = 204, description = "Purged: the queue holds no message"),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
+        (status = 429, description = "`RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now (every authenticated `/v1` request outside `/v1/admin` spends one, refused ones too)", body = ErrorBody,
+            headers(("retry-after" = u32, description = "Seconds to wait before retrying, at least 1"))),
         (status = 403, response = Forbidden),
         (status = 404, response = QueueNotFound)),
     security(("bearer" = [])))]

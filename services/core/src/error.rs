@@ -33,6 +33,12 @@ pub enum ServiceError {
     /// A tenant quota would be exceeded.
     #[error("{0}")]
     QuotaExceeded(String),
+    /// The tenant sent more requests than its `requests_per_second` and `burst` allow.
+    #[error("rate limited: this tenant's requests_per_second is exhausted; retry in {retry_after_seconds} s")]
+    RateLimited {
+        /// Whole seconds until a request would be admitted (at least 1).
+        retry_after_seconds: u64,
+    },
     /// The tenant was deleted after the caller's token was issued (or while the request ran):
     /// the token no longer names it.
     #[error("{0}")]

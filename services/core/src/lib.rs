@@ -24,7 +24,7 @@ pub use queues::{QueueConfigPatch, QueuePage, QueueView};
 pub use tenants::TenantPage;
 pub use validate::{validate_batch_ids, MAX_BATCH_ENTRIES};
 
-use sluice_engine::{Clock, Engine};
+use sluice_engine::{Clock, Engine, LocalRateLimiter, RateLimiter};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,17 +50,27 @@ pub struct Services {
     clock: Arc<dyn Clock>,
     limits: Limits,
     metric_labels: metrics::MetricLabels,
+    limiter: Arc<dyn RateLimiter>,
 }
 
 impl Services {
-    /// Services over `engine`, taking time from `clock`.
+    /// Services over `engine`, taking time from `clock`, limiting tenants' request rates in
+    /// this process (see [`with_rate_limiter`](Self::with_rate_limiter) for a shared store).
     pub fn new(engine: Arc<dyn Engine>, clock: Arc<dyn Clock>, limits: Limits) -> Self {
         Self {
             engine,
             clock,
             limits,
             metric_labels: metrics::MetricLabels { per_queue: true },
+            limiter: Arc::new(LocalRateLimiter::new()),
         }
+    }
+
+    /// The same services with tenants' request rates limited by `limiter`: gateways sharing
+    /// a store must share a limiter for the tenant's rate to hold across them.
+    pub fn with_rate_limiter(mut self, limiter: Arc<dyn RateLimiter>) -> Self {
+        self.limiter = limiter;
+        self
     }
 
     /// Whether metric series carry the `queue` label (the default); off, a tenant's queues

@@ -456,23 +456,24 @@ impl Engine for EmbeddedEngine {
         id: &TenantId,
         issued_at: Option<Millis>,
         now: Millis,
-    ) -> Result<(), EngineError> {
+    ) -> Result<Quotas, EngineError> {
         check_tombstone(&read(&self.tombstones), id, issued_at)?;
-        if read(&self.tenants).contains_key(id) {
-            return Ok(());
+        if let Some(record) = read(&self.tenants).get(id) {
+            return Ok(record.quotas.clone());
         }
         let _admin = self.admin.lock().await;
         // A deletion may have committed while this call waited for the lock.
         check_tombstone(&read(&self.tombstones), id, issued_at)?;
-        if read(&self.tenants).contains_key(id) {
-            return Ok(());
+        if let Some(record) = read(&self.tenants).get(id) {
+            return Ok(record.quotas.clone());
         }
         self.write_tenant(TenantRecord {
             id: id.clone(),
             quotas: Quotas::default(),
             created_at: now,
         })
-        .await
+        .await?;
+        Ok(Quotas::default())
     }
 
     async fn create_tenant(&self, record: TenantRecord) -> Result<(), EngineError> {

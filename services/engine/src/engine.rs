@@ -3,7 +3,8 @@
 
 use crate::{
     EngineError, HandleError, MessageState, Millis, NewMessage, QueueConfig, QueueInfo, QueueKey,
-    QueueName, ReceiveOutcome, SendRejection, SentMessage, StoredMessage, TenantId, TenantRecord,
+    QueueName, Quotas, ReceiveOutcome, SendRejection, SentMessage, StoredMessage, TenantId,
+    TenantRecord,
 };
 use async_trait::async_trait;
 
@@ -78,7 +79,9 @@ pub trait Engine: Send + Sync + 'static {
     async fn ping(&self) -> Result<(), EngineError>;
 
     /// Records that a tenant exists (named by a valid token issued at `issued_at`) unless it
-    /// already does, with default quotas.
+    /// already does, with default quotas, and answers its quotas. Called on every
+    /// authenticated request: an engine answers from memory where it can (the quotas may then
+    /// be as old as its tenant cache).
     ///
     /// A deleted tenant leaves a tombstone: the instant its deletion began. A token issued at
     /// or before that instant, or with no issue time, no longer names the tenant: the call
@@ -89,7 +92,7 @@ pub trait Engine: Send + Sync + 'static {
         id: &TenantId,
         issued_at: Option<Millis>,
         now: Millis,
-    ) -> Result<(), EngineError>;
+    ) -> Result<Quotas, EngineError>;
     /// Creates a tenant; [`EngineError::AlreadyExists`] if it exists. A tombstone stays (tokens
     /// issued before the deletion keep being refused).
     async fn create_tenant(&self, record: TenantRecord) -> Result<(), EngineError>;

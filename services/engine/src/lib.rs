@@ -1,8 +1,8 @@
 //! The contract between Sluice's services and its storage engines.
 //!
 //! This crate owns the [`Engine`] trait (atomic queue operations), the domain types it speaks in
-//! ([`TenantId`], [`QueueName`], [`QueueConfig`], messages, receipt handles) and the injectable
-//! [`Clock`]. It knows no concrete store and no HTTP type: engines depend on it, services call
+//! ([`TenantId`], [`QueueName`], [`QueueConfig`], messages, receipt handles), the injectable
+//! [`Clock`] and the per-tenant [`RateLimiter`]. It knows no concrete store and no HTTP type: engines depend on it, services call
 //! through it, and the gateway picks an implementation at start-up.
 
 mod clock;
@@ -10,6 +10,7 @@ mod engine;
 mod error;
 mod handle;
 mod names;
+mod ratelimit;
 mod types;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
@@ -17,6 +18,7 @@ pub use engine::{Engine, QueueListener};
 pub use error::{EngineError, HandleError, SendRejection};
 pub use handle::{HandleKey, ReceiptHandle, HANDLE_CHARS, TAG_BYTES};
 pub use names::{NameError, QueueKey, QueueName, TenantId};
+pub use ratelimit::{gcra, Admission, LocalRateLimiter, RateLimit, RateLimiter};
 pub use types::{
     DeduplicationScope, MessageAttribute, MessageState, NewMessage, QueueConfig, QueueInfo,
     QueueStats, Quotas, ReceiveOutcome, ReceivedMessage, SentMessage, StoredMessage, TenantRecord,

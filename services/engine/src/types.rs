@@ -197,9 +197,10 @@ pub struct Quotas {
     pub max_queues: Option<u64>,
     /// Most topics the tenant may own.
     pub max_topics: Option<u64>,
-    /// Sustained request rate.
+    /// Sustained request rate (at least 1), enforced per request by a [`RateLimiter`](crate::RateLimiter).
     pub requests_per_second: Option<u64>,
-    /// Requests allowed above the sustained rate in a burst.
+    /// The rate limit's bucket size: requests admitted at once after a quiet spell (default:
+    /// `requests_per_second`; meaningless without it).
     pub burst: Option<u64>,
     /// Most bytes of messages the tenant may store.
     pub max_stored_bytes: Option<u64>,

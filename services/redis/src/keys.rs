@@ -30,6 +30,7 @@
 //! | `{P}:queue-uids` | hash | `<tenant>/<queue>` → uid of the incarnation it was last registered for |
 //! | `{P}:handle-key` | string | the receipt-handle key (hex), set once with `SET NX` by the first engine to connect and read by every engine at connect |
 //! | `{P}:queue-gens` | hash | `<tenant>/<queue>` → tenant generation of its last registration |
+//! | `{P:<tenant>}:rate` | string | the tenant's rate-limit bucket: its GCRA theoretical arrival time (µs), expiring once the bucket is full again (absent for idle tenants and tenants without `requests_per_second`) |
 //!
 //! Pub/sub channel `P:wake` carries `<engine instance> <tenant>/<queue>` after a send (or a
 //! visibility reset to 0, or a queue deletion).
@@ -154,6 +155,12 @@ impl Keys {
     /// One tenant's queue names.
     pub(crate) fn tenant_queues(&self, tenant: &TenantId) -> String {
         self.registry(&format!("tenant:{tenant}:queues"))
+    }
+
+    /// A tenant's rate-limit bucket: under its own tag, so tenants' buckets spread over a
+    /// cluster's slots.
+    pub(crate) fn tenant_rate(&self, tenant: &TenantId) -> String {
+        format!("{{{}:{tenant}}}:rate", self.prefix)
     }
 
     /// Tenant records by id.

@@ -58,10 +58,11 @@ use conn::{Call, Redis};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use keys::{Keys, QueueKeys};
 use sluice_engine::{
-    DeduplicationScope, Engine, EngineError, HandleError, HandleKey, MessageState, Millis,
-    NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Quotas, ReceiptHandle,
-    ReceiveOutcome, ReceivedMessage, SendRejection, SentMessage, StoredMessage, TenantId,
-    TenantRecord, DEDUPLICATION_WINDOW_MS, RECEIVE_ATTEMPT_WINDOW_MS,
+    Admission, DeduplicationScope, Engine, EngineError, HandleError, HandleKey, MessageState,
+    Millis, NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Quotas,
+    RateLimit, RateLimiter, ReceiptHandle, ReceiveOutcome, ReceivedMessage, SendRejection,
+    SentMessage, StoredMessage, TenantId, TenantRecord, DEDUPLICATION_WINDOW_MS,
+    RECEIVE_ATTEMPT_WINDOW_MS,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -88,9 +89,9 @@ pub struct RedisEngine {
     wakers: Arc<wake::Wakers>,
     subscriber: JoinHandle<()>,
     configs: TtlCache<QueueKey, QueueConfig>,
-    /// Tenants known to exist, with their tombstone (when last deleted), so the check of a
-    /// token's issue time costs no round trip either.
-    known_tenants: TtlCache<TenantId, Option<Millis>>,
+    /// Tenants known to exist, with their tombstone (when last deleted) and quotas, so the
+    /// check of a token's issue time and the rate limit's parameters cost no round trip either.
+    known_tenants: TtlCache<TenantId, (Option<Millis>, Quotas)>,
     /// Per `<tenant>/<queue>`: before this instant (on the callers' clock) no message of the
     /// queue can expire, so the sweep skips it.
     expiry_due: Mutex<HashMap<String, Millis>>,
@@ -334,13 +335,13 @@ impl RedisEngine {
     }
 
     /// Writes a tenant record (see `tenant_put.lua` for `mode`); `issued_at` is the token's
-    /// issue time for `ensure`. Answers the script's status.
+    /// issue time for `ensure`. Answers the script's status and the quotas now stored.
     async fn tenant_put(
         &self,
         mode: &str,
         record: &TenantRecord,
         issued_at: Option<Millis>,
-    ) -> Result<i64, EngineError> {
+    ) -> Result<(i64, Quotas), EngineError> {
         let mut call = Call::new(
             &scripts::TENANT_PUT,
             [
@@ -359,11 +360,14 @@ impl RedisEngine {
         match (written, tombstone) {
             (-2, Some(deleted_at)) => return Err(EngineError::TenantDeleted { deleted_at }),
             (1, _) | (0, _) => {
-                self.known_tenants.insert(record.id.clone(), tombstone);
+                let stored: TenantRecord = from_json(reply.text()?.as_bytes())?;
+                self.known_tenants
+                    .insert(record.id.clone(), (tombstone, stored.quotas.clone()));
+                return Ok((written, stored.quotas));
             }
             _ => {}
         }
-        Ok(written)
+        Ok((written, record.quotas.clone()))
     }
 
     /// Deletes one queue's keys; answers the uid of the incarnation deleted, if it existed.
@@ -499,6 +503,30 @@ fn policy_of(reply: redis::Value) -> Option<String> {
     }
 }
 
+/// Gateways on one Redis share each tenant's bucket: one script call per limited request, on
+/// the tenant's own key; `now` comes from the calling gateway's clock.
+#[async_trait]
+impl RateLimiter for RedisEngine {
+    async fn admit(
+        &self,
+        tenant: &TenantId,
+        limit: RateLimit,
+        now: Millis,
+    ) -> Result<Admission, EngineError> {
+        let mut call = Call::new(&scripts::RATE_LIMIT, [self.keys.tenant_rate(tenant)]);
+        call.arg(now.saturating_mul(1000))
+            .arg(limit.interval_us().max(1))
+            .arg(limit.burst.max(1));
+        let mut reply = Reply::new(self.redis.eval(&call, false).await?)?;
+        let allowed = reply.int()? == 1;
+        let wait_us = reply.u64()?;
+        Ok(Admission {
+            allowed,
+            retry_after_ms: wait_us.div_ceil(1000),
+        })
+    }
+}
+
 #[async_trait]
 impl Engine for RedisEngine {
     async fn ping(&self) -> Result<(), EngineError> {
@@ -513,16 +541,16 @@ impl Engine for RedisEngine {
         id: &TenantId,
         issued_at: Option<Millis>,
         now: Millis,
-    ) -> Result<(), EngineError> {
+    ) -> Result<Quotas, EngineError> {
         // Asked on every authenticated request: answered from memory while recently seen (a
-        // deletion through another gateway is seen here within the cache's TTL; the queue
-        // registrations it makes refuse the tenant at once).
-        if let Some(tombstone) = self.known_tenants.get(id) {
+        // deletion or a quota change through another gateway is seen here within the cache's
+        // TTL; the queue registrations a deletion makes refuse the tenant at once).
+        if let Some((tombstone, quotas)) = self.known_tenants.get(id) {
             return match tombstone {
                 Some(deleted_at) if issued_at.is_none_or(|at| at <= deleted_at) => {
                     Err(EngineError::TenantDeleted { deleted_at })
                 }
-                _ => Ok(()),
+                _ => Ok(quotas),
             };
         }
         let record = TenantRecord {
@@ -532,18 +560,18 @@ impl Engine for RedisEngine {
         };
         self.tenant_put("ensure", &record, issued_at)
             .await
-            .map(drop)
+            .map(|(_, quotas)| quotas)
     }
 
     async fn create_tenant(&self, record: TenantRecord) -> Result<(), EngineError> {
-        match self.tenant_put("create", &record, None).await? {
+        match self.tenant_put("create", &record, None).await?.0 {
             1 => Ok(()),
             _ => Err(EngineError::AlreadyExists(format!("tenant {}", record.id))),
         }
     }
 
     async fn update_tenant(&self, record: TenantRecord) -> Result<(), EngineError> {
-        match self.tenant_put("update", &record, None).await? {
+        match self.tenant_put("update", &record, None).await?.0 {
             1 => Ok(()),
             _ => Err(EngineError::TenantNotFound),
         }

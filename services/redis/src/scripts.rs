@@ -64,3 +64,4 @@ registry_script!(
     "tenant_delete_begin.lua"
 );
 registry_script!(TENANT_DELETE, "#!lua flags=allow-oom", "tenant_delete.lua");
+registry_script!(RATE_LIMIT, "#!lua flags=allow-oom", "rate_limit.lua");

@@ -5,8 +5,8 @@
 //! their own; the others share one and isolate themselves by key prefix.
 
 use sluice_engine::{
-    Engine, EngineError, ManualClock, Millis, NewMessage, QueueConfig, QueueKey, QueueName,
-    TenantId,
+    Engine, EngineError, ManualClock, Millis, NewMessage, QueueConfig, QueueKey, QueueName, Quotas,
+    RateLimit, RateLimiter, TenantId,
 };
 use sluice_redis::{RedisEngine, RedisOptions};
 use sluice_services::{
@@ -930,4 +930,67 @@ async fn a_full_redis_refuses_sends_but_lets_consumers_drain_it() {
         .send(&q, vec![message("after", NOW)], NOW)
         .await
         .unwrap();
+}
+
+/// Two engines on one prefix share a tenant's bucket (GCRA in `rate_limit.lua`): the burst at
+/// once across both, then one request per interval; the key expires once the bucket would be
+/// full again. A tenant without `requests_per_second` costs no Redis call at all, and a limited
+/// one exactly one script call per request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_are_shared_by_engines_and_leave_no_key_when_idle() {
+    let server = RedisServer::start().unwrap();
+    let (a, b) = (
+        engine(&server.url(), "rate").await,
+        engine(&server.url(), "rate").await,
+    );
+    let tenant = TenantId::parse("acme").unwrap();
+    let limit = RateLimit { rate: 5, burst: 5 };
+    for n in 0..5 {
+        let by = if n % 2 == 0 { &a } else { &b };
+        assert!(by.admit(&tenant, limit, NOW).await.unwrap().allowed, "{n}");
+    }
+    let refused = b.admit(&tenant, limit, NOW).await.unwrap();
+    assert!(!refused.allowed);
+    assert_eq!(refused.retry_after_ms, 200);
+    assert_eq!(
+        a.admit(&tenant, limit, NOW + 150)
+            .await
+            .unwrap()
+            .retry_after_ms,
+        50
+    );
+    assert!(a.admit(&tenant, limit, NOW + 200).await.unwrap().allowed);
+    assert!(!b.admit(&tenant, limit, NOW + 200).await.unwrap().allowed);
+    // The TAT is now 1 s ahead of the last admission: the key lives that long, no longer.
+    let pttl: i64 = server
+        .query(&["PTTL", "{rate:acme}:rate"])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((1..=1_000).contains(&pttl), "PTTL {pttl}");
+
+    let engine: Arc<dyn Engine> = Arc::new(engine(&server.url(), "rate").await);
+    let services = Services::new(
+        engine.clone(),
+        Arc::new(ManualClock::new(NOW)),
+        Limits::default(),
+    )
+    .with_rate_limiter(Arc::new(b));
+    let free = TenantId::parse("free").unwrap();
+    let quotas = services.ensure_tenant(&free, None).await.unwrap();
+    services.admit_request(&free, &quotas).await.unwrap();
+    let limited = Quotas {
+        requests_per_second: Some(1000),
+        ..Quotas::default()
+    };
+    let busy = TenantId::parse("busy").unwrap();
+    // Load the script on this server before counting.
+    services.admit_request(&busy, &limited).await.unwrap();
+    let mut monitor = Monitor::start(server.port());
+    let quotas = services.ensure_tenant(&free, None).await.unwrap();
+    services.admit_request(&free, &quotas).await.unwrap();
+    assert_eq!(monitor.mark(), Vec::<String>::new(), "an unlimited tenant");
+    services.admit_request(&busy, &limited).await.unwrap();
+    assert_eq!(monitor.mark(), ["EVALSHA"], "a limited tenant");
 }

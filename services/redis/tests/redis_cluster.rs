@@ -2,7 +2,8 @@
 //! after `SCRIPT FLUSH`, wake-ups broadcast across nodes, and recovery after a master restarts.
 
 use sluice_engine::{
-    Engine, EngineError, Millis, NewMessage, QueueConfig, QueueKey, QueueName, TenantId,
+    Engine, EngineError, Millis, NewMessage, QueueConfig, QueueKey, QueueName, RateLimit,
+    RateLimiter, TenantId,
 };
 use sluice_redis::{RedisEngine, RedisOptions};
 use sluice_testkit::{shared_cluster, unique_prefix, RedisCluster};
@@ -161,4 +162,23 @@ async fn a_restarted_master_is_used_again_without_help() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     engine.ping().await.unwrap();
+}
+
+/// Each tenant's rate bucket lives under its own hash tag (so tenants' buckets land on
+/// different masters) and two engines on the cluster share each one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_buckets_work_across_the_masters() {
+    let cluster = shared_cluster();
+    let prefix = unique_prefix("rate");
+    let a = engine(&cluster.url(), &prefix, Duration::from_secs(5)).await;
+    let b = engine(&cluster.url(), &prefix, Duration::from_secs(5)).await;
+    let limit = RateLimit { rate: 1, burst: 2 };
+    for i in 0..12 {
+        let tenant = TenantId::parse(&format!("t{i}")).unwrap();
+        assert!(a.admit(&tenant, limit, NOW).await.unwrap().allowed);
+        assert!(b.admit(&tenant, limit, NOW).await.unwrap().allowed);
+        let refused = a.admit(&tenant, limit, NOW).await.unwrap();
+        assert!(!refused.allowed, "tenant t{i}");
+        assert_eq!(refused.retry_after_ms, 1_000);
+    }
 }

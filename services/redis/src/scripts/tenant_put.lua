@@ -8,8 +8,9 @@
 -- ARGV[2] tenant id
 -- ARGV[3] record (JSON)
 -- ARGV[4] ensure only: when the token was issued (ms), '' when it says not
--- Reply: {status, tombstone (-1: never deleted)}; status 1 written; 0 not written because it
---        exists (create, ensure); -1 not written because it does not exist (update); -2 not
+-- Reply: {status, tombstone (-1: never deleted), record}; status 1 written; 0 not written
+--        because it exists (create, ensure: record is the stored one, whose quotas the caller
+--        caches); -1 not written because it does not exist (update); -2 not
 --        written because the token was issued at or before the tombstone (ensure)
 local exists = redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1
 local tombstone = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or '-1')
@@ -23,8 +24,8 @@ if ARGV[1] == 'update' then
     return { -1, tombstone }
   end
 elseif exists then
-  return { 0, tombstone }
+  return { 0, tombstone, redis.call('HGET', KEYS[1], ARGV[2]) }
 end
 redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
 redis.call('ZADD', KEYS[2], 0, ARGV[2])
-return { 1, tombstone }
+return { 1, tombstone, ARGV[3] }
