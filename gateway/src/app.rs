@@ -41,7 +41,7 @@ use utoipa_swagger_ui::SwaggerUi;
         responses(
             responses::BadRequest, responses::Unauthenticated, responses::Forbidden,
             responses::QueueNotFound, responses::TenantNotFound, responses::PayloadTooLarge,
-            responses::UnsupportedMediaType,
+            responses::UnsupportedMediaType, responses::RateLimited,
         )
     ),
     modifiers(&BearerAuth),

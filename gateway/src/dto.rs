@@ -738,6 +738,11 @@ pub struct Health {
 /// an operation whose failure needs a more specific description documents that status inline.
 pub mod responses {
     use crate::error::ErrorBody;
+    use utoipa::openapi::content::ContentBuilder;
+    use utoipa::openapi::header::HeaderBuilder;
+    use utoipa::openapi::response::{Response, ResponseBuilder};
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    use utoipa::openapi::{Ref, RefOr};
     use utoipa::ToResponse;
 
     /// `ValidationError` or `MalformedRequest`: a path parameter, query parameter or body field
@@ -770,4 +775,35 @@ pub mod responses {
     /// `UnsupportedMediaType`: a request body was sent without `Content-Type: application/json`.
     #[derive(ToResponse)]
     pub struct UnsupportedMediaType(pub ErrorBody);
+
+    /// `RateLimited`, with `Retry-After`. Written by hand: the derive cannot declare a header.
+    pub struct RateLimited;
+
+    impl<'r> ToResponse<'r> for RateLimited {
+        fn response() -> (&'r str, RefOr<Response>) {
+            let retry_after = HeaderBuilder::new()
+                .schema(Some(
+                    ObjectBuilder::new()
+                        .schema_type(Type::Integer)
+                        .minimum(Some(1)),
+                ))
+                .description(Some("Seconds to wait before retrying, at least 1"))
+                .build();
+            let response = ResponseBuilder::new()
+                .description(
+                    "`RateLimited`: the tenant's `requests_per_second` and `burst` admit no more \
+                     requests for now (every authenticated `/v1` request outside `/v1/admin` \
+                     spends one, refused ones too)",
+                )
+                .header("retry-after", retry_after)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ErrorBody")))
+                        .build(),
+                )
+                .build();
+            ("RateLimited", RefOr::T(response))
+        }
+    }
 }

@@ -2,7 +2,8 @@
 
 use crate::auth::{Caller, Scope};
 use crate::dto::responses::{
-    BadRequest, Forbidden, PayloadTooLarge, QueueNotFound, Unauthenticated, UnsupportedMediaType,
+    BadRequest, Forbidden, PayloadTooLarge, QueueNotFound, RateLimited, Unauthenticated,
+    UnsupportedMediaType,
 };
 use crate::dto::{ListQueuesQuery, Queue, QueueConfigInput, QueueList};
 use crate::error::{ApiError, ErrorBody};
@@ -60,8 +61,7 @@ pub async fn put_queue(
         (status = 200, description = "The queue with its new configuration", body = Queue),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
-        (status = 429, description = "`RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now (every authenticated `/v1` request outside `/v1/admin` spends one, refused ones too)", body = ErrorBody,
-            headers(("retry-after" = u32, description = "Seconds to wait before retrying, at least 1"))),
+        (status = 429, response = RateLimited),
         (status = 403, response = Forbidden),
         (status = 404, response = QueueNotFound),
         (status = 413, response = PayloadTooLarge),
@@ -88,8 +88,7 @@ pub async fn patch_queue(
         (status = 200, description = "The queue, its configuration and its message counts", body = Queue),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
-        (status = 429, description = "`RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now (every authenticated `/v1` request outside `/v1/admin` spends one, refused ones too)", body = ErrorBody,
-            headers(("retry-after" = u32, description = "Seconds to wait before retrying, at least 1"))),
+        (status = 429, response = RateLimited),
         (status = 403, response = Forbidden),
         (status = 404, response = QueueNotFound)),
     security(("bearer" = [])))]
@@ -110,8 +109,7 @@ pub async fn get_queue(
         (status = 200, description = "One page of queues, ordered by name", body = QueueList),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
-        (status = 429, description = "`RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now (every authenticated `/v1` request outside `/v1/admin` spends one, refused ones too)", body = ErrorBody,
-            headers(("retry-after" = u32, description = "Seconds to wait before retrying, at least 1"))),
+        (status = 429, response = RateLimited),
         (status = 403, response = Forbidden)),
     security(("bearer" = [])))]
 pub async fn list_queues(
@@ -142,8 +140,7 @@ pub async fn list_queues(
         (status = 204, description = "Deleted, with its messages"),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
-        (status = 429, description = "`RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now (every authenticated `/v1` request outside `/v1/admin` spends one, refused ones too)", body = ErrorBody,
-            headers(("retry-after" = u32, description = "Seconds to wait before retrying, at least 1"))),
+        (status = 429, response = RateLimited),
         (status = 403, response = Forbidden),
         (status = 404, response = QueueNotFound)),
     security(("bearer" = [])))]
@@ -164,8 +161,7 @@ pub async fn delete_queue(
         (status = 204, description = "Purged: the queue holds no message"),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
-        (status = 429, description = "`RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now (every authenticated `/v1` request outside `/v1/admin` spends one, refused ones too)", body = ErrorBody,
-            headers(("retry-after" = u32, description = "Seconds to wait before retrying, at least 1"))),
+        (status = 429, response = RateLimited),
         (status = 403, response = Forbidden),
         (status = 404, response = QueueNotFound)),
     security(("bearer" = [])))]
