@@ -669,7 +669,7 @@ async fn without_redis_calls_fail_fast_and_recover_by_themselves() {
     assert!(unavailable(a.ping().await));
     let elapsed = started.elapsed();
     assert!(
-        elapsed < 3 * timeout + Duration::from_millis(500),
+        elapsed < 3 * timeout + Duration::from_secs(2),
         "three calls took {elapsed:?}"
     );
     server.thaw().unwrap();
@@ -681,7 +681,7 @@ async fn without_redis_calls_fail_fast_and_recover_by_themselves() {
         assert!(unavailable(a.send(&q, vec![message("y", NOW)], NOW).await));
         assert!(unavailable(a.queue_config(&q).await));
         assert!(unavailable(a.expire(NOW).await));
-        assert!(started.elapsed() < 3 * timeout + Duration::from_millis(500));
+        assert!(started.elapsed() < 3 * timeout + Duration::from_secs(2));
     }
     assert!(unavailable(
         RedisEngine::connect(&server.url(), options.clone()).await
@@ -695,6 +695,13 @@ async fn without_redis_calls_fail_fast_and_recover_by_themselves() {
             Ok(_) => break,
             Err(e) => assert!(Instant::now() < deadline, "never recovered: {e}"),
         }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // `b` made no call while the server was away, so it finds out about the
+    // broken connection only now and may need a moment to reconnect.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Err(e) = b.ping().await {
+        assert!(Instant::now() < deadline, "b never recovered: {e}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     a.send(&q, vec![message("z", NOW)], NOW).await.unwrap();
@@ -772,7 +779,7 @@ async fn wait_replicas_confirms_writes_or_answers_unavailable() {
     let started = Instant::now();
     let answer = greedy.send(&q, vec![message("b", NOW)], NOW).await;
     assert!(unavailable(answer), "only one replica exists");
-    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(started.elapsed() < Duration::from_secs(5));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
