@@ -50,8 +50,8 @@ use sluice_bench_support::stats::{median_or_nan as median, ms, quantile, runs};
 use sluice_bench_support::system::{machine_cpu, own_cpu_seconds, threads_cpu_seconds};
 use sluice_bench_support::BenchResult;
 use sluice_engine::{
-    Engine, NewMessage, QueueConfig, QueueKey, QueueName, TenantId, DEDUPLICATION_WINDOW_MS,
-    RECEIVE_ATTEMPT_WINDOW_MS,
+    Messages, NewMessage, QueueConfig, QueueKey, QueueName, Queues, TenantId,
+    DEDUPLICATION_WINDOW_MS, RECEIVE_ATTEMPT_WINDOW_MS,
 };
 use sluice_gateway::config::CommonArgs;
 use sluice_redis::{RedisEngine, RedisOptions};

@@ -28,7 +28,9 @@ use sluice_bench_support::system::{
 };
 use sluice_bench_support::BenchResult;
 use sluice_embedded::{CommitMode, EmbeddedEngine, EmbeddedOptions};
-use sluice_engine::{Engine, Millis, NewMessage, QueueConfig, QueueKey, QueueName, TenantId};
+use sluice_engine::{
+    Messages, Millis, NewMessage, QueueConfig, QueueKey, QueueName, Queues, TenantId,
+};
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::io::Write;

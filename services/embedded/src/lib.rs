@@ -43,10 +43,10 @@ use async_trait::async_trait;
 use fifo::{DedupEntry, DedupKey};
 use index::{Accepted, Admission, Pick, Picked, QueueState};
 use sluice_engine::{
-    DeduplicationScope, Engine, EngineError, HandleError, HandleKey, MessageState, Millis,
-    NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Quotas, ReceiptHandle,
-    ReceiveOutcome, ReceivedMessage, SendRejection, SentMessage, StoredMessage, TenantId,
-    TenantRecord,
+    DeduplicationScope, EngineError, HandleError, HandleKey, MessageState, Messages, Millis,
+    NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas,
+    ReceiptHandle, ReceiveOutcome, ReceivedMessage, SendRejection, SentMessage, StoredMessage,
+    TenantId, TenantRecord, Tenants, Upkeep,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -445,12 +445,7 @@ fn own_handle(text: &str, key: &HandleKey, uid: u64) -> Result<ReceiptHandle, Ha
 }
 
 #[async_trait]
-impl Engine for EmbeddedEngine {
-    async fn ping(&self) -> Result<(), EngineError> {
-        // Not ready while writes fail: the commit thread records that and probes for recovery.
-        self.store.health()
-    }
-
+impl Tenants for EmbeddedEngine {
     async fn ensure_tenant(
         &self,
         id: &TenantId,
@@ -494,10 +489,6 @@ impl Engine for EmbeddedEngine {
 
     async fn get_tenant(&self, id: &TenantId) -> Result<Option<TenantRecord>, EngineError> {
         Ok(read(&self.tenants).get(id).cloned())
-    }
-
-    async fn tenant_deleted_at(&self, id: &TenantId) -> Result<Option<Millis>, EngineError> {
-        Ok(read(&self.tombstones).get(id).copied())
     }
 
     async fn list_tenants(
@@ -551,6 +542,13 @@ impl Engine for EmbeddedEngine {
         Ok(existed)
     }
 
+    async fn tenant_deleted_at(&self, id: &TenantId) -> Result<Option<Millis>, EngineError> {
+        Ok(read(&self.tombstones).get(id).copied())
+    }
+}
+
+#[async_trait]
+impl Queues for EmbeddedEngine {
     async fn put_queue(
         &self,
         key: &QueueKey,
@@ -710,20 +708,10 @@ impl Engine for EmbeddedEngine {
         self.store.submit(ops).wait().await?;
         Ok(true)
     }
+}
 
-    async fn purge(&self, key: &QueueKey) -> Result<(), EngineError> {
-        let entry = self.queue(key)?;
-        let pending = {
-            let mut state = entry.live()?;
-            let below = state.purge();
-            self.store.submit(vec![WriteOp::Purge {
-                uid: entry.uid,
-                below,
-            }])
-        };
-        pending.wait().await
-    }
-
+#[async_trait]
+impl Messages for EmbeddedEngine {
     async fn send(
         &self,
         key: &QueueKey,
@@ -1002,10 +990,31 @@ impl Engine for EmbeddedEngine {
             .collect())
     }
 
+    async fn purge(&self, key: &QueueKey) -> Result<(), EngineError> {
+        let entry = self.queue(key)?;
+        let pending = {
+            let mut state = entry.live()?;
+            let below = state.purge();
+            self.store.submit(vec![WriteOp::Purge {
+                uid: entry.uid,
+                below,
+            }])
+        };
+        pending.wait().await
+    }
+
     async fn listen(&self, key: &QueueKey) -> Result<QueueListener, EngineError> {
         let entry = self.queue(key)?;
         let rx = entry.live()?.subscribe();
         rx.map(QueueListener::new).ok_or(EngineError::QueueNotFound)
+    }
+}
+
+#[async_trait]
+impl Upkeep for EmbeddedEngine {
+    async fn ping(&self) -> Result<(), EngineError> {
+        // Not ready while writes fail: the commit thread records that and probes for recovery.
+        self.store.health()
     }
 
     async fn expire(&self, now: Millis) -> Result<u64, EngineError> {

@@ -10,8 +10,8 @@
 use proptest::prelude::*;
 use sluice_embedded::{EmbeddedEngine, EmbeddedOptions};
 use sluice_engine::{
-    Engine, HandleError, MessageState, Millis, NewMessage, QueueConfig, QueueKey, QueueName,
-    QueueStats, ReceiptHandle, TenantId,
+    HandleError, MessageState, Messages, Millis, NewMessage, QueueConfig, QueueKey, QueueName,
+    QueueStats, Queues, ReceiptHandle, TenantId,
 };
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -28,7 +28,7 @@ impl QueueListener {
     }
 }
 
-/// Atomic queue operations over one store.
+/// Atomic queue operations over one store: every capability an engine implements.
 ///
 /// Every engine honours these rules; the conformance suite checks each of them:
 ///
@@ -73,11 +73,19 @@ impl QueueListener {
 /// * **Isolation**: queues are identified by `(tenant, name)`; nothing one tenant names can
 ///   reach another tenant's queue. Every message operation on a queue that does not exist
 ///   answers [`EngineError::QueueNotFound`] (before looking at its handles or messages).
-#[async_trait]
-pub trait Engine: Send + Sync + 'static {
-    /// Reachability check for readiness probes.
-    async fn ping(&self) -> Result<(), EngineError>;
+///
+/// The operations are grouped by capability — [`Tenants`], [`Queues`], [`Messages`] and
+/// [`Upkeep`] — so that code which needs one capability can ask for it alone. `Engine` is
+/// implemented for every type that has all of them.
+pub trait Engine: Tenants + Queues + Messages + Upkeep {}
 
+impl<T: Tenants + Queues + Messages + Upkeep> Engine for T {}
+
+/// The tenant catalog: records, quotas and tombstones.
+///
+/// Honours the rules stated on [`Engine`].
+#[async_trait]
+pub trait Tenants: Send + Sync + 'static {
     /// Records that a tenant exists (named by a valid token issued at `issued_at`) unless it
     /// already does, with default quotas, and answers its quotas. Called on every
     /// authenticated request: an engine answers from memory where it can (the quotas may then
@@ -93,29 +101,41 @@ pub trait Engine: Send + Sync + 'static {
         issued_at: Option<Millis>,
         now: Millis,
     ) -> Result<Quotas, EngineError>;
+
     /// Creates a tenant; [`EngineError::AlreadyExists`] if it exists. A tombstone stays (tokens
     /// issued before the deletion keep being refused).
     async fn create_tenant(&self, record: TenantRecord) -> Result<(), EngineError>;
+
     /// Replaces a tenant's record; [`EngineError::TenantNotFound`] if absent.
     async fn update_tenant(&self, record: TenantRecord) -> Result<(), EngineError>;
+
     /// One tenant.
     async fn get_tenant(&self, id: &TenantId) -> Result<Option<TenantRecord>, EngineError>;
+
     /// Tenants ordered by id, strictly after `after`, at most `limit`.
     async fn list_tenants(
         &self,
         after: Option<&TenantId>,
         limit: usize,
     ) -> Result<Vec<TenantRecord>, EngineError>;
+
     /// Deletes a tenant with all its queues and messages and records its tombstone at `now`;
     /// `false` if it did not exist (neither a record nor queues).
     ///
-    /// Atomic against concurrent [`put_queue`](Engine::put_queue) calls: once it answers, no
+    /// Atomic against concurrent [`put_queue`](Queues::put_queue) calls: once it answers, no
     /// queue of the tenant that a `put_queue` started before the answer created survives, and
     /// every queue of the tenant that answers is listed and counted.
     async fn delete_tenant(&self, id: &TenantId, now: Millis) -> Result<bool, EngineError>;
+
     /// When the tenant was last deleted (its tombstone), if ever.
     async fn tenant_deleted_at(&self, id: &TenantId) -> Result<Option<Millis>, EngineError>;
+}
 
+/// The queue catalog of each tenant: configurations, stats, creation and deletion.
+///
+/// Honours the rules stated on [`Engine`].
+#[async_trait]
+pub trait Queues: Send + Sync + 'static {
     /// Creates the queue or replaces its configuration, keeping `created_at` and its messages.
     /// Answers the queue and whether it was created.
     ///
@@ -129,14 +149,17 @@ pub trait Engine: Send + Sync + 'static {
         config: QueueConfig,
         now: Millis,
     ) -> Result<(QueueInfo, bool), EngineError>;
+
     /// One queue with its stats at `now`.
     async fn get_queue(
         &self,
         key: &QueueKey,
         now: Millis,
     ) -> Result<Option<QueueInfo>, EngineError>;
+
     /// A queue's configuration alone: the cheap lookup the send and receive paths make.
     async fn queue_config(&self, key: &QueueKey) -> Result<Option<QueueConfig>, EngineError>;
+
     /// A tenant's queues ordered by name, whose names start with `prefix` and sort strictly
     /// after `after`, at most `limit`, with stats at `now`.
     async fn list_queues(
@@ -147,13 +170,19 @@ pub trait Engine: Send + Sync + 'static {
         limit: usize,
         now: Millis,
     ) -> Result<Vec<QueueInfo>, EngineError>;
+
     /// How many queues a tenant owns.
     async fn count_queues(&self, tenant: &TenantId) -> Result<u64, EngineError>;
+
     /// Deletes a queue and its messages; `false` if it did not exist.
     async fn delete_queue(&self, key: &QueueKey) -> Result<bool, EngineError>;
-    /// Removes every message (visible, in flight, delayed).
-    async fn purge(&self, key: &QueueKey) -> Result<(), EngineError>;
+}
 
+/// Operations on the messages of one queue.
+///
+/// Honours the rules stated on [`Engine`].
+#[async_trait]
+pub trait Messages: Send + Sync + 'static {
     /// Stores messages durably. One answer per message, in order: each is accepted or refused
     /// on its own (a full queue refuses the excess).
     async fn send(
@@ -201,8 +230,20 @@ pub trait Engine: Send + Sync + 'static {
         now: Millis,
     ) -> Result<Vec<StoredMessage>, EngineError>;
 
+    /// Removes every message (visible, in flight, delayed).
+    async fn purge(&self, key: &QueueKey) -> Result<(), EngineError>;
+
     /// A listener that fires when a message may have become receivable in the queue.
     async fn listen(&self, key: &QueueKey) -> Result<QueueListener, EngineError>;
+}
+
+/// What keeps a store serving: its readiness and the background sweeps run on a timer.
+///
+/// Honours the rules stated on [`Engine`].
+#[async_trait]
+pub trait Upkeep: Send + Sync + 'static {
+    /// Reachability check for readiness probes.
+    async fn ping(&self) -> Result<(), EngineError>;
 
     /// Removes, durably, every message whose retention has ended by `now`. Answers how many.
     async fn expire(&self, now: Millis) -> Result<u64, EngineError>;

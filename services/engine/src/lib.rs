@@ -1,6 +1,6 @@
 //! The contract between Sluice's services and its storage engines.
 //!
-//! This crate owns the [`Engine`] trait (atomic queue operations), the domain types it speaks in
+//! This crate owns the [`Engine`] trait (atomic queue operations, grouped into the capabilities [`Tenants`], [`Queues`], [`Messages`] and [`Upkeep`]), the domain types it speaks in
 //! ([`TenantId`], [`QueueName`], [`QueueConfig`], messages, receipt handles), the injectable
 //! [`Clock`] and the per-tenant [`RateLimiter`]. It knows no concrete store and no HTTP type: engines depend on it, services call
 //! through it, and the gateway picks an implementation at start-up.
@@ -14,7 +14,7 @@ mod ratelimit;
 mod types;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
-pub use engine::{Engine, QueueListener};
+pub use engine::{Engine, Messages, QueueListener, Queues, Tenants, Upkeep};
 pub use error::{EngineError, HandleError, SendRejection};
 pub use handle::{HandleKey, ReceiptHandle, HANDLE_CHARS, TAG_BYTES};
 pub use names::{NameError, QueueKey, QueueName, TenantId};

@@ -58,10 +58,10 @@ use conn::{Call, Redis};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use keys::{Keys, QueueKeys};
 use sluice_engine::{
-    Admission, DeduplicationScope, Engine, EngineError, HandleError, HandleKey, MessageState,
-    Millis, NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Quotas,
+    Admission, DeduplicationScope, EngineError, HandleError, HandleKey, MessageState, Messages,
+    Millis, NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas,
     RateLimit, RateLimiter, ReceiptHandle, ReceiveOutcome, ReceivedMessage, SendRejection,
-    SentMessage, StoredMessage, TenantId, TenantRecord, DEDUPLICATION_WINDOW_MS,
+    SentMessage, StoredMessage, TenantId, TenantRecord, Tenants, Upkeep, DEDUPLICATION_WINDOW_MS,
     RECEIVE_ATTEMPT_WINDOW_MS,
 };
 use std::collections::HashMap;
@@ -528,14 +528,7 @@ impl RateLimiter for RedisEngine {
 }
 
 #[async_trait]
-impl Engine for RedisEngine {
-    async fn ping(&self) -> Result<(), EngineError> {
-        self.redis
-            .on_every_master(&redis::cmd("PING"))
-            .await
-            .map(drop)
-    }
-
+impl Tenants for RedisEngine {
     async fn ensure_tenant(
         &self,
         id: &TenantId,
@@ -575,12 +568,6 @@ impl Engine for RedisEngine {
             1 => Ok(()),
             _ => Err(EngineError::TenantNotFound),
         }
-    }
-
-    async fn tenant_deleted_at(&self, id: &TenantId) -> Result<Option<Millis>, EngineError> {
-        let mut cmd = redis::cmd("HGET");
-        cmd.arg(self.keys.tenant_tombstones()).arg(id.as_str());
-        self.redis.query(&cmd).await
     }
 
     async fn get_tenant(&self, id: &TenantId) -> Result<Option<TenantRecord>, EngineError> {
@@ -670,6 +657,15 @@ impl Engine for RedisEngine {
         Ok(existed)
     }
 
+    async fn tenant_deleted_at(&self, id: &TenantId) -> Result<Option<Millis>, EngineError> {
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(self.keys.tenant_tombstones()).arg(id.as_str());
+        self.redis.query(&cmd).await
+    }
+}
+
+#[async_trait]
+impl Queues for RedisEngine {
     async fn put_queue(
         &self,
         key: &QueueKey,
@@ -812,12 +808,10 @@ impl Engine for RedisEngine {
         self.unregister(key, "uid", &uid).await?;
         Ok(true)
     }
+}
 
-    async fn purge(&self, key: &QueueKey) -> Result<(), EngineError> {
-        let call = self.queue_call(&scripts::PURGE, key);
-        not_found(self.run_queue(key, &call, true).await?).map(drop)
-    }
-
+#[async_trait]
+impl Messages for RedisEngine {
     async fn send(
         &self,
         key: &QueueKey,
@@ -1028,9 +1022,24 @@ impl Engine for RedisEngine {
         Ok(messages)
     }
 
+    async fn purge(&self, key: &QueueKey) -> Result<(), EngineError> {
+        let call = self.queue_call(&scripts::PURGE, key);
+        not_found(self.run_queue(key, &call, true).await?).map(drop)
+    }
+
     async fn listen(&self, key: &QueueKey) -> Result<QueueListener, EngineError> {
         // No Redis call: the receive that follows finds out whether the queue exists.
         Ok(QueueListener::new(self.wakers.listen(&Keys::queue_id(key))))
+    }
+}
+
+#[async_trait]
+impl Upkeep for RedisEngine {
+    async fn ping(&self) -> Result<(), EngineError> {
+        self.redis
+            .on_every_master(&redis::cmd("PING"))
+            .await
+            .map(drop)
     }
 
     async fn expire(&self, now: Millis) -> Result<u64, EngineError> {

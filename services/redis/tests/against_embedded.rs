@@ -8,8 +8,8 @@
 use proptest::prelude::*;
 use sluice_embedded::{EmbeddedEngine, EmbeddedOptions};
 use sluice_engine::{
-    DeduplicationScope, Engine, HandleError, MessageState, Millis, NewMessage, QueueConfig,
-    QueueKey, QueueName, StoredMessage, TenantId,
+    DeduplicationScope, Engine, HandleError, MessageState, Messages, Millis, NewMessage,
+    QueueConfig, QueueKey, QueueName, Queues, StoredMessage, TenantId, Upkeep,
 };
 use sluice_redis::{RedisEngine, RedisOptions};
 use std::collections::BTreeMap;

@@ -5,8 +5,8 @@
 //! their own; the others share one and isolate themselves by key prefix.
 
 use sluice_engine::{
-    Engine, EngineError, ManualClock, Millis, NewMessage, QueueConfig, QueueKey, QueueName, Quotas,
-    RateLimit, RateLimiter, TenantId,
+    Engine, EngineError, ManualClock, Messages, Millis, NewMessage, QueueConfig, QueueKey,
+    QueueName, Queues, Quotas, RateLimit, RateLimiter, TenantId, Tenants, Upkeep,
 };
 use sluice_redis::{RedisEngine, RedisOptions};
 use sluice_services::{

@@ -2,8 +2,8 @@
 //! after `SCRIPT FLUSH`, wake-ups broadcast across nodes, and recovery after a master restarts.
 
 use sluice_engine::{
-    Engine, EngineError, Millis, NewMessage, QueueConfig, QueueKey, QueueName, RateLimit,
-    RateLimiter, TenantId,
+    EngineError, Messages, Millis, NewMessage, QueueConfig, QueueKey, QueueName, Queues, RateLimit,
+    RateLimiter, TenantId, Upkeep,
 };
 use sluice_redis::{RedisEngine, RedisOptions};
 use sluice_testkit::{shared_cluster, unique_prefix, RedisCluster};

@@ -5,8 +5,9 @@
 //! deletion.
 
 use sluice_engine::{
-    DeduplicationScope, Engine, HandleError, Millis, NewMessage, QueueConfig, QueueKey, QueueName,
-    ReceiveOutcome, TenantId, DEDUPLICATION_WINDOW_MS, RECEIVE_ATTEMPT_WINDOW_MS,
+    DeduplicationScope, HandleError, Messages, Millis, NewMessage, QueueConfig, QueueKey,
+    QueueName, Queues, ReceiveOutcome, TenantId, Upkeep, DEDUPLICATION_WINDOW_MS,
+    RECEIVE_ATTEMPT_WINDOW_MS,
 };
 use sluice_redis::{RedisEngine, RedisOptions};
 use sluice_testkit::{shared_server, unique_prefix};
