@@ -1,6 +1,7 @@
 //! `/v1/admin/*`: tenants and token minting (scope `admin`).
 
-use crate::auth::{Caller, Scope};
+use crate::auth::Scope;
+use crate::caller::Caller;
 use crate::dto::responses::{
     BadRequest, Forbidden, PayloadTooLarge, TenantNotFound, Unauthenticated, UnsupportedMediaType,
 };

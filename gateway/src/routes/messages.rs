@@ -1,7 +1,8 @@
 //! `/v1/queues/{queue}/messages...`: send, receive, delete, change visibility, peek.
 
 use super::failure_output;
-use crate::auth::{Caller, Scope};
+use crate::auth::Scope;
+use crate::caller::Caller;
 use crate::dto::responses::{
     BadRequest, Forbidden, PayloadTooLarge, QueueNotFound, RateLimited, Unauthenticated,
     UnsupportedMediaType,

@@ -1,6 +1,7 @@
 //! `/v1/queues` and `/v1/queues/{queue}`: create, replace, patch, read, list, delete, purge.
 
-use crate::auth::{Caller, Scope};
+use crate::auth::Scope;
+use crate::caller::Caller;
 use crate::dto::responses::{
     BadRequest, Forbidden, PayloadTooLarge, QueueNotFound, RateLimited, Unauthenticated,
     UnsupportedMediaType,
