@@ -1,6 +1,8 @@
 //! The conformance suite: every guarantee of `product.md` that lives below the gateway, written
 //! once as generic case functions over the [`Engine`] trait and expanded per engine by
-//! [`engine_suite!`]. An engine is done when the whole suite passes on it.
+//! [`engine_suite!`]. An engine is done when the whole suite passes on it. The cases live in
+//! one module per capability of the engine boundary (`cases/tenants.rs`, `queues.rs`,
+//! `messages.rs`, `upkeep.rs`) plus `cases/fifo.rs` for what FIFO queues add.
 //!
 //! Each case gets a fresh engine from the factory, a [`ManualClock`] (time moves only when the
 //! case says so) and a tenant of its own, so cases can run in parallel against one shared store.
@@ -78,38 +80,43 @@ impl Ctx {
 macro_rules! engine_suite {
     ($make:path) => {
         $crate::engine_suite!(@cases $make;
+            // Tenants (cases/tenants.rs)
+            tenant_administration,
+            tenant_deletion_races_queue_creation,
+            deleted_tenant_refuses_tokens_issued_before,
+            // Queues (cases/queues.rs)
+            put_replaces_config_and_keeps_messages,
+            patch_changes_only_given_fields,
+            list_queues_pages_by_name_with_prefix,
+            delete_queue_removes_messages_and_handles,
+            stats_count_each_state,
+            max_queues_holds_under_concurrent_creation,
+            tenants_cannot_reach_each_others_queues,
+            invalid_input_changes_nothing,
+            // Messages (cases/messages.rs)
             send_receive_delete,
             visibility_expiry_redelivers_with_counts,
             change_visibility_extends_and_zero_makes_visible,
             receipt_handles_stale_invalid_and_idempotent_delete,
             altered_or_invented_handles_are_invalid,
-            retention_expires_messages,
             queue_delay_and_message_delay,
             deliver_at_schedules_delivery,
             purge_removes_every_state,
-            delete_queue_removes_messages_and_handles,
-            stats_count_each_state,
             long_poll_is_woken_by_a_send,
             long_poll_answers_empty_after_wait,
             long_poll_returns_a_delayed_message_when_its_delay_ends,
-            put_replaces_config_and_keeps_messages,
-            patch_changes_only_given_fields,
-            list_queues_pages_by_name_with_prefix,
-            tenants_cannot_reach_each_others_queues,
             max_depth_refuses_excess_sends,
             batch_entries_fail_alone,
             peek_changes_nothing,
-            tenant_administration,
-            invalid_input_changes_nothing,
+            // Upkeep (cases/upkeep.rs)
+            retention_expires_messages,
+            // FIFO queues (cases/fifo.rs)
             fifo_send_rules_and_sequence_numbers,
             fifo_deduplication_window,
             fifo_deduplication_scope_and_content,
             fifo_group_order_and_locking,
             fifo_groups_are_served_oldest_head_first,
             fifo_receive_attempt_id_returns_the_same_answer,
-            max_queues_holds_under_concurrent_creation,
-            tenant_deletion_races_queue_creation,
-            deleted_tenant_refuses_tokens_issued_before
         );
     };
     (@cases $make:path; $($case:ident),* $(,)?) => {
