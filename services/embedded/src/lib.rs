@@ -36,12 +36,14 @@
 
 mod fifo;
 mod index;
+mod message;
 mod secret;
 mod store;
 
 use async_trait::async_trait;
 use fifo::{DedupEntry, DedupKey};
-use index::{Accepted, Admission, Pick, Picked, QueueState};
+use index::{Accepted, Admission, Pick, QueueState};
+use message::Picked;
 use sluice_engine::{
     DeduplicationScope, EngineError, HandleError, HandleKey, MessageState, Messages, Millis,
     NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas,
