@@ -39,7 +39,8 @@ pub(crate) fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 }
 
 impl EmbeddedEngine {
-    /// The live entry of a queue, or [`EngineError::QueueNotFound`].
+    /// The queue's entry in the catalog, or [`EngineError::QueueNotFound`]; it may be deleted
+    /// by the time its lock is taken, which [`QueueEntry::live`] checks.
     pub(crate) fn queue(&self, key: &QueueKey) -> Result<Arc<QueueEntry>, EngineError> {
         read(&self.queues)
             .get(&key.tenant)

@@ -1,5 +1,6 @@
 //! What the message operations share to hand messages out and take handles back: reading
-//! picked messages from disk, checking that a receipt handle is this queue's, and timeouts.
+//! picked messages from disk, checking that a receipt handle is this queue's, and converting
+//! timeouts to milliseconds.
 
 use crate::message::Picked;
 use crate::store::{BodyRecord, MetaRecord};

@@ -1,6 +1,6 @@
 //! The in-memory index of one queue: which messages exist, when each becomes receivable, and
-//! its receive bookkeeping. Pure data structure, no I/O: the engine (lib.rs) holds it under a
-//! mutex and pairs each change with a write to the store.
+//! its receive bookkeeping. Pure data structure, no I/O: the engine holds it under a mutex (in
+//! `queue_entry.rs`) and its operations (`ops/`) pair each change with a write to the store.
 //!
 //! Message ids, group ids, bodies and attributes stay on disk; a message costs a fixed ~32-byte
 //! [`MsgState`] plus its entries in two B-trees. Receive bookkeeping is deliberately volatile:

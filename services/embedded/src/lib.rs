@@ -13,7 +13,7 @@
 //!   for comparison. A commit that fails (disk full, file-size limit, I/O error) fails only the
 //!   requests in it, with [`EngineError::Unavailable`]; the thread reopens the database (redb
 //!   refuses all work after a failed write) with backoff and probes until a commit succeeds,
-//!   and [`Engine::ping`] reports the engine unavailable until then.
+//!   and [`Engine::ping`](sluice_engine::Upkeep::ping) reports the engine unavailable until then.
 //!
 //! What a successful answer means: `send`, `delete`, `purge`, `expire`, queue and tenant changes
 //! are on disk (fsynced) before they answer. A message is never delivered before its send is
@@ -33,6 +33,12 @@
 //! [`DEDUPLICATION_WINDOW_MS`](sluice_engine::DEDUPLICATION_WINDOW_MS) (also on disk, in the
 //! transaction of the message they name, so they survive a restart) and the answers of recent
 //! receives by `request_attempt_id` (memory only, like all receive bookkeeping).
+//!
+//! **Layout.** `lib.rs` holds [`EmbeddedEngine`] and its opening and implements the engine
+//! traits by delegating to one module per operation under `ops/`. Shared by those: `catalog.rs`
+//! (the in-memory maps of queues, tenants and tombstones), `queue_entry.rs` (one queue in
+//! memory), `delivery.rs` (reading messages back, checking handles) and `open.rs` (rebuilding
+//! memory from disk). Below them: `index.rs` -> `fifo.rs` -> `message.rs`, and `store.rs`.
 
 mod catalog;
 mod delivery;
@@ -123,7 +129,7 @@ impl EmbeddedEngine {
     }
 
     /// The key this engine's receipt handles are authenticated with, for tests and tools that
-    /// take handles apart ([`ReceiptHandle::decode`]).
+    /// take handles apart ([`ReceiptHandle::decode`](sluice_engine::ReceiptHandle::decode)).
     pub fn handle_key(&self) -> &HandleKey {
         &self.handle_key
     }
