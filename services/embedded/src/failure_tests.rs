@@ -6,7 +6,7 @@ use super::*;
 use redb::backends::InMemoryBackend;
 use redb::StorageBackend;
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// An in-memory "file" that outlives each `Database` over it (as a file outlives a reopen) and

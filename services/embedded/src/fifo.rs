@@ -22,7 +22,7 @@
 //! **Receive attempts.** The deliveries a receive with a `request_attempt_id` answered, kept
 //! (without bodies) for the attempt window and bounded in number.
 
-use crate::index::{MsgState, Picked};
+use crate::message::{MsgState, Picked};
 use sluice_engine::{Millis, DEDUPLICATION_WINDOW_MS, RECEIVE_ATTEMPT_WINDOW_MS};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;

@@ -3,7 +3,9 @@
 //! details (fairness, expiry, delays) are tested in `index.rs`.
 
 use super::*;
-use sluice_engine::{DEDUPLICATION_WINDOW_MS, RECEIVE_ATTEMPT_WINDOW_MS};
+use sluice_engine::{
+    DeduplicationScope, ReceiptHandle, DEDUPLICATION_WINDOW_MS, RECEIVE_ATTEMPT_WINDOW_MS,
+};
 use std::collections::BTreeMap;
 use tokio::task::JoinSet;
 

@@ -1,6 +1,6 @@
 //! The in-memory index of one queue: which messages exist, when each becomes receivable, and
-//! its receive bookkeeping. Pure data structure, no I/O: the engine (lib.rs) holds it under a
-//! mutex and pairs each change with a write to the store.
+//! its receive bookkeeping. Pure data structure, no I/O: the engine holds it under a mutex (in
+//! `queue_entry.rs`) and its operations (`ops/`) pair each change with a write to the store.
 //!
 //! Message ids, group ids, bodies and attributes stay on disk; a message costs a fixed ~32-byte
 //! [`MsgState`] plus its entries in two B-trees. Receive bookkeeping is deliberately volatile:
@@ -10,61 +10,10 @@
 //! message, and the group's name once per group), deduplication records and receive attempts.
 
 use crate::fifo::{Attempt, DedupEntry, DedupKey, Fifo};
+use crate::message::{MsgState, Picked};
 use sluice_engine::{HandleError, MessageState, Millis, QueueConfig, QueueStats, ReceiptHandle};
 use std::collections::{BTreeMap, BTreeSet};
 use tokio::sync::watch;
-
-/// Receive state of one stored message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct MsgState {
-    pub sent_at: Millis,
-    pub visible_at: Millis,
-    /// The current delivery's number (meaningless while `receive_count` is 0).
-    pub delivery: u64,
-    pub receive_count: u32,
-    /// First delivery time as `1 + ms after sent_at`, 0 = never delivered. A u32 offset rather
-    /// than a u64 instant keeps the struct at 32 bytes; retention (at most 14 days ≈ 1.2e9 ms)
-    /// fits, and anything longer saturates.
-    first_received: u32,
-}
-
-impl MsgState {
-    fn new(sent_at: Millis, visible_at: Millis) -> Self {
-        Self {
-            sent_at,
-            visible_at,
-            delivery: 0,
-            receive_count: 0,
-            first_received: 0,
-        }
-    }
-
-    pub(crate) fn first_received_at(&self) -> Option<Millis> {
-        (self.first_received > 0).then(|| self.sent_at + Millis::from(self.first_received - 1))
-    }
-
-    pub(crate) fn expired(&self, retention_ms: Millis, now: Millis) -> bool {
-        self.sent_at.saturating_add(retention_ms) <= now
-    }
-
-    fn state(&self, now: Millis) -> MessageState {
-        if self.visible_at <= now {
-            MessageState::Visible
-        } else if self.receive_count > 0 {
-            MessageState::InFlight
-        } else {
-            MessageState::Delayed
-        }
-    }
-}
-
-/// One message handed out by [`QueueState::receive`] or listed by [`QueueState::peek`]: the
-/// bookkeeping to report; the caller reads the rest from disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Picked {
-    pub seq: u64,
-    pub state: MsgState,
-}
 
 /// The result of one receive attempt on the index.
 #[derive(Debug, Default)]
@@ -359,14 +308,7 @@ impl QueueState {
     /// Counts a delivery of `seq` (already hidden by the caller) and answers it.
     fn deliver(&mut self, seq: u64, now: Millis, delivery: u64) -> Option<Picked> {
         let m = self.messages.get_mut(&seq)?;
-        m.receive_count = m.receive_count.saturating_add(1);
-        if m.first_received == 0 {
-            let offset = now
-                .saturating_sub(m.sent_at)
-                .min(Millis::from(u32::MAX - 1));
-            m.first_received = u32::try_from(offset).map_or(u32::MAX, |o| o + 1);
-        }
-        m.delivery = delivery;
+        m.count_delivery(now, delivery);
         Some(Picked { seq, state: *m })
     }
 

@@ -2,7 +2,7 @@
 //! The semantics shared by every engine are the conformance suite's business.
 
 use super::*;
-use sluice_engine::MessageAttribute;
+use sluice_engine::{MessageAttribute, ReceiptHandle};
 use std::collections::BTreeMap;
 use tokio::task::JoinSet;
 
