@@ -10,7 +10,7 @@ use crate::state::AppState;
 use sluice_embedded::{EmbeddedEngine, EmbeddedOptions};
 use sluice_engine::{Clock, Engine, LocalRateLimiter, RateLimiter, SystemClock};
 use sluice_redis::{RedisEngine, RedisOptions};
-use sluice_services::{Limits, Services};
+use sluice_services::{Background, Limits, Services};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,12 +102,12 @@ impl Application {
 
     /// Serves until SIGINT or SIGTERM, then finishes the requests in flight.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        let expiry = self.state.services.spawn_expiry(Duration::from_secs(1));
+        let background = Background::start(
+            &self.state.services,
+            Duration::from_secs(1),
+            crate::metrics::SAMPLE_PERIOD,
+        );
         let upkeep = crate::metrics::spawn_upkeep();
-        let sampler = self
-            .state
-            .services
-            .spawn_queue_sampler(crate::metrics::SAMPLE_PERIOD);
         let result = serve::serve(
             self.listener,
             router(self.state),
@@ -115,9 +115,8 @@ impl Application {
             shutdown_signal(),
         )
         .await;
-        expiry.abort();
+        background.stop();
         upkeep.abort();
-        sampler.abort();
         result
     }
 }

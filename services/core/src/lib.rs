@@ -6,6 +6,7 @@
 //! the REST gateway and the later SQS/SNS-compatible front-ends share it; it knows no HTTP type
 //! and no concrete engine.
 
+mod background;
 mod error;
 mod md5;
 mod messages;
@@ -14,6 +15,7 @@ mod queues;
 mod tenants;
 mod validate;
 
+pub use background::{supervise, Background, MAX_BACKOFF};
 pub use error::ServiceError;
 pub use md5::{md5_of_attributes, md5_of_body};
 pub use messages::{
@@ -26,7 +28,6 @@ pub use validate::{validate_batch_ids, MAX_BATCH_ENTRIES};
 
 use sluice_engine::{Clock, Engine, LocalRateLimiter, RateLimiter};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Server-wide limits the services enforce.
 #[derive(Debug, Clone, Copy)]
@@ -95,25 +96,14 @@ impl Services {
         Ok(self.engine.ping().await?)
     }
 
-    /// Runs retention expiry every `every` until the returned task is aborted. Expiry is
-    /// idempotent, so several gateways running it against one store apply it at most once per
-    /// message.
-    pub fn spawn_expiry(&self, every: Duration) -> tokio::task::JoinHandle<()> {
-        let services = self.clone();
-        tokio::spawn(async move {
-            loop {
-                let next = services.clock.now() + every.as_millis() as u64;
-                services.clock.sleep_until(next).await;
-                match services.engine.expire(services.clock.now()).await {
-                    Ok(0) => {}
-                    Ok(expired) => {
-                        metrics::count_expired(expired);
-                        tracing::debug!(expired, "retention expiry");
-                    }
-                    // The next round retries; expiry is idempotent.
-                    Err(error) => tracing::warn!(%error, "retention expiry failed"),
-                }
-            }
-        })
+    /// One round of retention expiry over the whole store (run by the background job, see
+    /// [`Background`]). Idempotent, so several gateways may run it against one store.
+    pub(crate) async fn expire_once(&self) -> Result<(), ServiceError> {
+        let expired = self.engine.expire(self.clock.now()).await?;
+        if expired > 0 {
+            metrics::count_expired(expired);
+            tracing::debug!(expired, "retention expiry");
+        }
+        Ok(())
     }
 }

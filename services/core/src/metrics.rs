@@ -6,7 +6,6 @@
 use crate::Services;
 use sluice_engine::{Millis, QueueKey, QueueStats, TenantId};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 /// A message outcome counted in `sluice_messages_total`'s `event` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +113,7 @@ impl Services {
     /// Walks every tenant's queues once, page by page, and sets the queue gauges. Series the
     /// previous walk set and this one did not find (deleted queues) drop to 0; the recorder
     /// forgets them once nothing refreshes them. Answers this walk's series.
-    async fn sample_queues(
+    pub(crate) async fn sample_queues(
         &self,
         previous: &BTreeSet<Series>,
     ) -> Result<BTreeSet<Series>, crate::ServiceError> {
@@ -160,24 +159,5 @@ impl Services {
             set_gauges(gone, &Sample::default(), now);
         }
         Ok(samples.into_keys().collect())
-    }
-
-    /// Refreshes the queue gauges every `every` until the returned task is aborted. Scrapes
-    /// read what the last walk set; they never call the store.
-    pub fn spawn_queue_sampler(&self, every: Duration) -> tokio::task::JoinHandle<()> {
-        let services = self.clone();
-        tokio::spawn(async move {
-            let mut previous = BTreeSet::new();
-            loop {
-                match services.sample_queues(&previous).await {
-                    Ok(seen) => previous = seen,
-                    // A failed walk sets nothing more; gauges it did not reach go stale and
-                    // are forgotten by the recorder if the store stays away.
-                    Err(error) => tracing::warn!(%error, "queue metrics sampling failed"),
-                }
-                let next = services.clock.now() + every.as_millis() as u64;
-                services.clock.sleep_until(next).await;
-            }
-        })
     }
 }

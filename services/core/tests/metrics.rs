@@ -1,10 +1,11 @@
-//! The retention sweep counts what it removes in `sluice_messages_total{event="expired"}`.
+//! The retention sweep counts what it removes in `sluice_messages_total{event="expired"}`,
+//! and its supervisor counts its rounds in `sluice_background_runs_total`.
 //! Retention lasts at least a minute, so this runs on a manual clock rather than end to end.
 
 use metrics_exporter_prometheus::PrometheusBuilder;
 use sluice_embedded::{EmbeddedEngine, EmbeddedOptions};
 use sluice_engine::{ManualClock, TenantId};
-use sluice_services::{Limits, QueueConfigPatch, SendRequest, Services};
+use sluice_services::{Background, Limits, QueueConfigPatch, SendRequest, Services};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +30,8 @@ async fn the_retention_sweep_counts_expired_messages() {
         };
         services.send(&tenant, "q", request).await.unwrap();
     }
-    let expiry = services.spawn_expiry(Duration::from_secs(1));
+    let background =
+        Background::start(&services, Duration::from_secs(1), Duration::from_secs(3600));
     let expired = "sluice_messages_total{event=\"expired\"} 2";
     clock.advance(61_000);
     // Each step passes one sweep's deadline; the sweep's own store call needs real time.
@@ -46,5 +48,10 @@ async fn the_retention_sweep_counts_expired_messages() {
         text.contains("sluice_messages_total{tenant=\"acme\",queue=\"q\",event=\"sent\"} 2"),
         "{text}"
     );
-    expiry.abort();
+    // The supervisor counts each round of the job by outcome.
+    assert!(
+        text.contains("sluice_background_runs_total{job=\"retention_expiry\",outcome=\"ok\"}"),
+        "{text}"
+    );
+    background.stop();
 }

@@ -1,0 +1,222 @@
+//! Background work: the periodic jobs a gateway runs beside its requests (retention expiry, the
+//! queue-gauge sampler; later redrive tasks, transfer recovery and payload collection), and the
+//! supervisor that runs each of them.
+//!
+//! A job is one round of work repeated on a period. The supervisor runs every round as its own
+//! task, so a round that panics is caught like one that fails: both are logged with the job's
+//! name, counted in `sluice_background_runs_total{job, outcome}`, and the job carries on after
+//! a backoff that doubles on each consecutive failure (up to [`MAX_BACKOFF`]) and resets on the
+//! first success. Each round is timed in `sluice_background_run_duration_seconds{job}`. Time
+//! comes from the services' clock, so tests move it instead of waiting.
+//!
+//! Every job here is safe to run on several gateways over one store at once: retention expiry
+//! is idempotent (a message expires once, whoever removes it), and sampling only reads.
+
+use crate::{ServiceError, Services};
+use sluice_engine::Clock;
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+
+/// The longest pause after consecutive failed rounds.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// One round of a job's work.
+type Round = Pin<Box<dyn Future<Output = Result<(), ServiceError>> + Send>>;
+
+/// The gateway's background jobs, running until this is dropped (or [`stop`](Self::stop)ped).
+#[derive(Debug)]
+pub struct Background {
+    jobs: Vec<JoinHandle<()>>,
+}
+
+impl Background {
+    /// Starts the standard jobs over `services`: retention expiry every `expiry_period`, and
+    /// the queue-gauge sampler every `sample_period`.
+    pub fn start(services: &Services, expiry_period: Duration, sample_period: Duration) -> Self {
+        let clock = services.clock().clone();
+        let expiry = {
+            let services = services.clone();
+            supervise(
+                "retention_expiry",
+                expiry_period,
+                clock.clone(),
+                move || {
+                    let services = services.clone();
+                    Box::pin(async move { services.expire_once().await })
+                },
+            )
+        };
+        let sampler = {
+            let services = services.clone();
+            // Series seen by the last walk, so the next one can zero those that went away.
+            let previous = Arc::new(Mutex::new(BTreeSet::new()));
+            supervise("queue_sampler", sample_period, clock, move || {
+                let (services, previous) = (services.clone(), previous.clone());
+                Box::pin(async move {
+                    let last = previous
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clone();
+                    let seen = services.sample_queues(&last).await?;
+                    *previous.lock().unwrap_or_else(PoisonError::into_inner) = seen;
+                    Ok(())
+                })
+            })
+        };
+        Self {
+            jobs: vec![expiry, sampler],
+        }
+    }
+
+    /// Stops every job; a round in progress is abandoned (each is safe to cut short).
+    pub fn stop(self) {}
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        for job in &self.jobs {
+            job.abort();
+        }
+    }
+}
+
+/// Runs `round` every `period` until the returned task is aborted, surviving its failures and
+/// panics (see the module docs). The first round starts one period after the call.
+pub fn supervise<F>(
+    job: &'static str,
+    period: Duration,
+    clock: Arc<dyn Clock>,
+    round: F,
+) -> JoinHandle<()>
+where
+    F: Fn() -> Round + Send + 'static,
+{
+    // Rounds are spaced from when the previous one began, read before the task starts, so
+    // the schedule does not drift with how long a round or the spawn took.
+    let mut began = clock.now();
+    tokio::spawn(async move {
+        let mut failures: u32 = 0;
+        let mut pause = period;
+        loop {
+            clock.sleep_until(began.saturating_add(millis(pause))).await;
+            began = clock.now();
+            let started = Instant::now();
+            // Its own task, so that a panic ends the round, not the job.
+            let outcome = match tokio::spawn(round()).await {
+                Ok(Ok(())) => "ok",
+                Ok(Err(error)) => {
+                    tracing::warn!(job, %error, failures = failures + 1, "background job failed");
+                    "error"
+                }
+                Err(join) => {
+                    tracing::error!(job, error = %join, failures = failures + 1, "background job panicked");
+                    "panic"
+                }
+            };
+            metrics::counter!("sluice_background_runs_total", "job" => job, "outcome" => outcome)
+                .increment(1);
+            metrics::histogram!("sluice_background_run_duration_seconds", "job" => job)
+                .record(started.elapsed().as_secs_f64());
+            if outcome == "ok" {
+                failures = 0;
+                pause = period;
+            } else {
+                failures = failures.saturating_add(1);
+                pause = backoff(period, failures);
+            }
+        }
+    })
+}
+
+/// The pause after `failures` consecutive failed rounds: the period doubled per failure, capped.
+fn backoff(period: Duration, failures: u32) -> Duration {
+    let factor = 1u32 << failures.min(16);
+    period.saturating_mul(factor).min(MAX_BACKOFF.max(period))
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use sluice_engine::ManualClock;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// Waits (in real time, briefly) until `count` reaches `want`.
+    async fn reaches(count: &AtomicU32, want: u32) {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while count.load(Ordering::SeqCst) < want {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("count stayed at {}", count.load(Ordering::SeqCst)));
+    }
+
+    #[test]
+    fn backoff_doubles_per_failure_up_to_the_cap() {
+        let period = Duration::from_secs(1);
+        assert_eq!(backoff(period, 1), Duration::from_secs(2));
+        assert_eq!(backoff(period, 3), Duration::from_secs(8));
+        assert_eq!(backoff(period, 10), MAX_BACKOFF);
+        assert_eq!(backoff(period, u32::MAX), MAX_BACKOFF);
+        // A period longer than the cap is never shortened by a failure.
+        let long = Duration::from_secs(120);
+        assert_eq!(backoff(long, 2), long);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_survives_panics_and_errors_and_backs_off_between_them() {
+        let clock = ManualClock::new(0);
+        let rounds = Arc::new(AtomicU32::new(0));
+        let counted = rounds.clone();
+        let job = supervise(
+            "flaky",
+            Duration::from_secs(1),
+            Arc::new(clock.clone()),
+            move || {
+                let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
+                Box::pin(async move {
+                    match n {
+                        1 => panic!("round one panics"),
+                        2 => Err(ServiceError::Unavailable("store away".into())),
+                        _ => Ok(()),
+                    }
+                })
+            },
+        );
+        // Nothing runs before the first period has passed.
+        tokio::task::yield_now().await;
+        assert_eq!(rounds.load(Ordering::SeqCst), 0);
+        clock.advance(1_000);
+        reaches(&rounds, 1).await;
+        // After the panic the job waits 2 s, not 1 s: a second elapses with no round.
+        clock.advance(1_000);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            rounds.load(Ordering::SeqCst),
+            1,
+            "backing off after a panic"
+        );
+        clock.advance(1_000);
+        reaches(&rounds, 2).await;
+        // After the error (second failure in a row) it waits 4 s.
+        clock.advance(3_000);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(rounds.load(Ordering::SeqCst), 2, "backing off longer");
+        clock.advance(1_000);
+        reaches(&rounds, 3).await;
+        // Success resets the pause to the period.
+        clock.advance(1_000);
+        reaches(&rounds, 4).await;
+        job.abort();
+    }
+}
