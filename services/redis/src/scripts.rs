@@ -1,6 +1,7 @@
-//! The Lua scripts, one per operation, each in `scripts/<operation>.lua` opening with its
-//! `KEYS`/`ARGV` contract. Queue scripts get the shared prelude `scripts/queue.lua` (key
-//! names, helpers) prepended at compile time. Each script is hashed once per process; calls
+//! The Lua scripts, one per operation, each in `ops/<operation>.lua` (beside the Rust side
+//! that calls it, `ops/<operation>.rs`) opening with its `KEYS`/`ARGV` contract. This module
+//! owns how they are built: queue scripts get the shared prelude `ops/queue.lua` (key names,
+//! helpers) prepended at compile time. Each script is hashed once per process; calls
 //! go by `EVALSHA` and a script is (re)loaded only when Redis answers `NOSCRIPT` (see
 //! [`Redis::eval`](crate::conn::Redis::eval)).
 
@@ -18,8 +19,8 @@ macro_rules! queue_script {
             Script::new(concat!(
                 $shebang,
                 "\n",
-                include_str!("scripts/queue.lua"),
-                include_str!(concat!("scripts/", $file))
+                include_str!("ops/queue.lua"),
+                include_str!(concat!("ops/", $file))
             ))
         });
     };
@@ -31,7 +32,7 @@ macro_rules! registry_script {
             Script::new(concat!(
                 $shebang,
                 "\n",
-                include_str!(concat!("scripts/", $file))
+                include_str!(concat!("ops/", $file))
             ))
         });
     };

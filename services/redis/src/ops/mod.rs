@@ -1,0 +1,26 @@
+//! One file per engine operation, each beside the Lua script it runs (`<operation>.rs` next to
+//! `<operation>.lua`, built by `scripts.rs`): the operation's body as an inherent method of
+//! [`RedisEngine`](crate::RedisEngine), which the trait impls in `lib.rs` call. Operations
+//! without a script of their own share a family file (`tenants.rs`, `queues.rs`, `ping.rs`);
+//! `calls.rs` and `handles.rs` hold what several operations share.
+
+mod calls;
+mod change_visibility;
+mod delete;
+mod delete_queue;
+mod expire;
+mod handles;
+mod peek;
+mod ping;
+mod purge;
+mod put_queue;
+mod queue_info;
+mod queues;
+mod rate_limit;
+mod receive;
+mod register_queue;
+mod send;
+mod tenant_delete;
+mod tenant_put;
+mod tenants;
+mod unregister_queue;

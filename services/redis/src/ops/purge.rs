@@ -1,0 +1,12 @@
+//! Removing every message of a queue (`purge.lua`).
+
+use super::calls::not_found;
+use crate::{scripts, RedisEngine};
+use sluice_engine::{EngineError, QueueKey};
+
+impl RedisEngine {
+    pub(crate) async fn purge(&self, key: &QueueKey) -> Result<(), EngineError> {
+        let call = self.queue_call(&scripts::PURGE, key);
+        not_found(self.run_queue(key, &call, true).await?).map(drop)
+    }
+}
