@@ -14,7 +14,7 @@
 //!    `Engine` trait (no HTTP, no services layer), consumers waiting on `listen()` like the
 //!    services' long poll. This splits Sluice's cost into "engine" and "HTTP + services".
 //! 3. **The ceiling**: the same Lua scripts (`send`, `receive`, `delete`, byte for byte: the
-//!    bench builds them from `src/scripts/*.lua` as `scripts.rs` does and calls them by SHA,
+//!    bench builds them from `src/ops/*.lua` as `scripts.rs` does and calls them by SHA,
 //!    failing on `NOSCRIPT` if they drifted) sent with `EVALSHA` straight from 32 producer and
 //!    32 consumer tasks over one multiplexed (pipelining) connection, pre-built arguments, no
 //!    JSON encoder: what this Redis can do with these scripts, with little client CPU.
@@ -121,8 +121,8 @@ macro_rules! queue_script {
         concat!(
             $shebang,
             "\n",
-            include_str!("../../services/redis/src/scripts/queue.lua"),
-            include_str!(concat!("../../services/redis/src/scripts/", $file))
+            include_str!("../../services/redis/src/ops/queue.lua"),
+            include_str!(concat!("../../services/redis/src/ops/", $file))
         )
     };
 }
@@ -132,7 +132,7 @@ macro_rules! registry_script {
         concat!(
             $shebang,
             "\n",
-            include_str!(concat!("../../services/redis/src/scripts/", $file))
+            include_str!(concat!("../../services/redis/src/ops/", $file))
         )
     };
 }
