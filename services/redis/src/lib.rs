@@ -154,7 +154,7 @@ impl RedisEngine {
     }
 
     /// The key this engine's receipt handles are authenticated with, for tests and tools that
-    /// take handles apart ([`ReceiptHandle::decode`]).
+    /// take handles apart ([`ReceiptHandle::decode`](sluice_engine::ReceiptHandle::decode)).
     pub fn handle_key(&self) -> &HandleKey {
         &self.handle_key
     }
