@@ -100,7 +100,8 @@ impl Application {
         self.bounds
     }
 
-    /// Serves until SIGINT or SIGTERM, then finishes the requests in flight.
+    /// Serves until SIGINT or SIGTERM; then readiness fails, waiting long polls answer at once,
+    /// no connection is accepted, the requests in flight finish and background jobs stop.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let background = Background::start(
             &self.state.services,
@@ -108,13 +109,15 @@ impl Application {
             crate::metrics::SAMPLE_PERIOD,
         );
         let upkeep = crate::metrics::spawn_upkeep();
-        let result = serve::serve(
-            self.listener,
-            router(self.state),
-            self.bounds,
-            shutdown_signal(),
-        )
-        .await;
+        let services = self.state.services.clone();
+        let stop = async move {
+            shutdown_signal().await;
+            tracing::info!(
+                "stopping: readiness fails, waiting long polls answer, requests in flight finish"
+            );
+            services.begin_stopping();
+        };
+        let result = serve::serve(self.listener, router(self.state), self.bounds, stop).await;
         background.stop();
         upkeep.abort();
         result

@@ -372,7 +372,7 @@ async fn a_long_poll_longer_than_the_idle_timeout_answers_normally() {
 }
 
 #[tokio::test]
-async fn sigterm_lets_a_long_poll_in_flight_finish() {
+async fn sigterm_answers_a_waiting_long_poll_at_once_and_exits_cleanly() {
     // The request trace tells when the long poll has reached the server.
     let (mut server, mut lines) = start_logged(&[], "info,tower_http=debug");
     await_line(&mut lines, "connection bounds").await;
@@ -384,7 +384,7 @@ async fn sigterm_lets_a_long_poll_in_flight_finish() {
     await_line(&mut lines, "finished processing request").await;
     let poll = server
         .request(Method::POST, "/v1/queues/q/messages/receive", &t)
-        .json(&json!({"wait_seconds": 2}))
+        .json(&json!({"wait_seconds": 20}))
         .send();
     let poll = tokio::spawn(poll);
     await_line(&mut lines, "started processing request").await;
@@ -393,8 +393,17 @@ async fn sigterm_lets_a_long_poll_in_flight_finish() {
         .status()
         .unwrap();
     assert!(killed.success());
+    let signalled = Instant::now();
     let response = poll.await.unwrap().expect("the long poll was answered");
     assert_eq!(response.status(), 200);
+    let answer: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(answer["messages"], json!([]), "{answer}");
+    // Answered by the stop, not by its 20 s wait (bound loose for a loaded machine).
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "the long poll held the stop for {:?}",
+        signalled.elapsed()
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
         if let Some(status) = server.child.try_wait().unwrap() {

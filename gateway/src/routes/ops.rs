@@ -15,11 +15,12 @@ pub async fn healthz() -> axum::Json<Health> {
     })
 }
 
-/// The store is reachable and (on the embedded engine) taking writes.
+/// The store is reachable and (on the embedded engine) taking writes, and the gateway is not
+/// stopping.
 #[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "check_readiness",
     responses(
         (status = 200, description = "Ready: `status` is `ok`", body = Health),
-        (status = 503, description = "The store is unreachable, or its disk refuses writes: `status` says why", body = Health)),
+        (status = 503, description = "The store is unreachable, its disk refuses writes, or the gateway is stopping: `status` says why", body = Health)),
     security(()))]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, axum::Json<Health>) {
     match state.services.ready().await {

@@ -113,7 +113,8 @@ where
                     "error"
                 }
                 Err(join) => {
-                    tracing::error!(job, error = %join, failures = failures + 1, "background job panicked");
+                    let failures = failures + 1;
+                    tracing::error!(job, error = %join, failures, "background job panicked");
                     "panic"
                 }
             };

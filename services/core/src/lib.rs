@@ -52,6 +52,8 @@ pub struct Services {
     limits: Limits,
     metric_labels: metrics::MetricLabels,
     limiter: Arc<dyn RateLimiter>,
+    /// Set once the process begins to stop: readiness fails, long polls answer at once.
+    stopping: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Services {
@@ -64,6 +66,7 @@ impl Services {
             limits,
             metric_labels: metrics::MetricLabels { per_queue: true },
             limiter: Arc::new(LocalRateLimiter::new()),
+            stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
         }
     }
 
@@ -91,9 +94,33 @@ impl Services {
         &self.clock
     }
 
-    /// Whether the store answers (readiness).
+    /// Whether the store answers (readiness); never once [`begin_stopping`](Self::begin_stopping)
+    /// was called, so load balancers stop sending here while requests in flight finish.
     pub async fn ready(&self) -> Result<(), ServiceError> {
+        if self.is_stopping() {
+            return Err(ServiceError::Unavailable("shutting down".into()));
+        }
         Ok(self.engine.ping().await?)
+    }
+
+    /// Marks the process as stopping, for every clone of these services: readiness fails from
+    /// now on, and long polls waiting for messages answer at once with what they have (usually
+    /// nothing), so that a stop is not held up by a 20-second wait and the client polls again
+    /// elsewhere. Requests in progress otherwise finish as usual.
+    pub fn begin_stopping(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Whether [`begin_stopping`](Self::begin_stopping) was called.
+    pub(crate) fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    /// Completes once [`begin_stopping`](Self::begin_stopping) was called (at once if it was).
+    pub(crate) async fn stopped(&self) {
+        let mut stopping = self.stopping.subscribe();
+        // The sender lives in `self`, so it outlives this wait; an error cannot happen.
+        let _ = stopping.wait_for(|stopping| *stopping).await;
     }
 
     /// One round of retention expiry over the whole store (run by the background job, see

@@ -415,7 +415,7 @@ impl Services {
                     self.clock.now(),
                 )
                 .await?;
-            if !outcome.messages.is_empty() || self.clock.now() >= deadline {
+            if !outcome.messages.is_empty() || self.is_stopping() || self.clock.now() >= deadline {
                 self.metric_labels
                     .count(&key, Event::Received, outcome.messages.len() as u64);
                 return Ok(outcome
@@ -430,6 +430,8 @@ impl Services {
             tokio::select! {
                 _ = listener.changed() => {}
                 _ = self.clock.sleep_until(wake_at) => {}
+                // One more look, then the answer: a stopping gateway holds no long poll.
+                () = self.stopped() => {}
             }
         }
     }
