@@ -29,7 +29,8 @@ fi
 export RUST_BACKTRACE=1
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --workspace --locked "$@" 2>&1 | tee "$log"
+# --no-fail-fast: one failing test binary does not hide the results of the others.
+cargo test --workspace --locked --no-fail-fast "$@" 2>&1 | tee "$log"
 
 # Generated requests against the real binary: no 5xx, answers as the OpenAPI spec says.
 tests/api_fuzz.sh

@@ -1,4 +1,5 @@
-//! Durability across a crash: SIGKILL the server and restart it on the same data folder.
+//! Durability across a crash and a stop: SIGKILL (or SIGTERM) the server mid-stream and
+//! restart it on the same data folder.
 
 use crate::harness::{
     assert_error, assert_none_lost, drain, stream_sends, tenant_token, Server, SECRET,
@@ -6,7 +7,8 @@ use crate::harness::{
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::collections::HashSet;
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 #[tokio::test]
 async fn every_acknowledged_send_survives_sigkill_mid_stream() {
@@ -29,6 +31,48 @@ async fn every_acknowledged_send_survives_sigkill_mid_stream() {
         "the stream was running: {} sends",
         acknowledged.len()
     );
+
+    let server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
+    let received = drain(&server, "durable", &t).await;
+    assert_none_lost(&acknowledged, &received);
+}
+
+#[tokio::test]
+async fn sigterm_mid_stream_exits_cleanly_and_keeps_every_acknowledged_send() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant_token("acme");
+    let mut server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
+    server
+        .call(Method::PUT, "/v1/queues/durable", &t, None)
+        .await;
+
+    let (acknowledged, producers) = stream_sends(&server, "durable", &t, 8, usize::MAX);
+    let running = Instant::now() + Duration::from_secs(30);
+    while acknowledged.lock().unwrap().len() < 200 {
+        assert!(Instant::now() < running, "the stream did not get going");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let terminated = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(terminated.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server did not stop within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "a stop exits 0: {status:?}");
+    for producer in producers {
+        producer.await.unwrap();
+    }
+    let acknowledged: Vec<String> = acknowledged.lock().unwrap().clone();
 
     let server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
     let received = drain(&server, "durable", &t).await;
