@@ -22,6 +22,9 @@ const DURATION_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0,
 ];
 
+/// Requests per embedded group commit.
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0];
+
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// The process's recorder, installed on first use. Installing twice is an error in the facade,
@@ -30,10 +33,18 @@ pub fn handle() -> &'static PrometheusHandle {
     HANDLE.get_or_init(|| {
         let builder = || {
             PrometheusBuilder::new()
+                // Every `…_duration_seconds` histogram: HTTP requests, background rounds,
+                // embedded commits, Redis calls.
                 .set_buckets_for_metric(
-                    Matcher::Full("sluice_http_request_duration_seconds".into()),
+                    Matcher::Suffix("_duration_seconds".into()),
                     DURATION_BUCKETS,
                 )
+                .and_then(|builder| {
+                    builder.set_buckets_for_metric(
+                        Matcher::Full("sluice_embedded_commit_batch_jobs".into()),
+                        BATCH_BUCKETS,
+                    )
+                })
                 // Buckets for a constant, non-empty list cannot be refused.
                 .unwrap_or_else(|_| PrometheusBuilder::new())
                 // Gauges the sampler stops refreshing (queues deleted, or a store that stopped

@@ -1,6 +1,7 @@
 //! `GET /metrics`: Prometheus text that parses, request metrics labelled by route template,
 //! message counters by tenant, queue and event on each engine, queue gauges that follow the
-//! queue's stats, and `--metrics-per-queue false`.
+//! queue's stats, `--metrics-per-queue false`, and each engine's internals (commits, Redis
+//! calls and errors, waiting long polls).
 
 use crate::harness::{tenant_token, Server, SECRET};
 use reqwest::Method;
@@ -484,6 +485,102 @@ async fn the_sampler_walks_every_page_of_queues() {
     }
     scrape_until(&server, "130 visible messages over 130 queues", |s| {
         gauge(s, "many", None, "visible") == Some(130.0)
+    })
+    .await;
+}
+
+/// Whether a histogram `name` has recorded at least one observation.
+fn observed(samples: &[Sample], name: &str) -> bool {
+    value(samples, &format!("{name}_count"), &[]).is_some_and(|count| count >= 1.0)
+}
+
+/// A long poll counts in `sluice_long_polls_waiting` while it waits, and stops counting when
+/// a send answers it.
+async fn long_polls_waiting_follow_a_poll(server: &Server) {
+    let t = tenant_token("acme");
+    assert_eq!(
+        server.call(Method::PUT, "/v1/queues/q", &t, None).await.0,
+        201
+    );
+    let poll = server
+        .request(Method::POST, "/v1/queues/q/messages/receive", &t)
+        .json(&json!({"wait_seconds": 20}))
+        .send();
+    let poll = tokio::spawn(poll);
+    scrape_until(server, "one long poll waiting", |s| {
+        value(s, "sluice_long_polls_waiting", &[]) == Some(1.0)
+    })
+    .await;
+    send(server, &t, "q", json!({"body": "wake"})).await;
+    let answered = poll.await.unwrap().unwrap();
+    assert_eq!(answered.status(), 200);
+    scrape_until(server, "no long poll waiting", |s| {
+        value(s, "sluice_long_polls_waiting", &[]) == Some(0.0)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn embedded_engine_internals_commits_and_long_polls() {
+    let server = Server::start();
+    long_polls_waiting_follow_a_poll(&server).await;
+    let samples = scrape(&server).await;
+    assert!(
+        observed(&samples, "sluice_embedded_commit_duration_seconds"),
+        "{samples:#?}"
+    );
+    assert!(
+        observed(&samples, "sluice_embedded_commit_batch_jobs"),
+        "{samples:#?}"
+    );
+    // Buckets, not a summary, so that latencies add up across gateways.
+    assert!(samples
+        .iter()
+        .any(|s| s.name == "sluice_embedded_commit_duration_seconds_bucket"));
+    // The retention sweep's first round comes a second after start.
+    scrape_until(&server, "a round of retention expiry counted", |s| {
+        value(
+            s,
+            "sluice_background_runs_total",
+            &[("job", "retention_expiry"), ("outcome", "ok")],
+        )
+        .is_some_and(|n| n >= 1.0)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn redis_engine_internals_calls_and_errors() {
+    let redis = RedisServer::start().unwrap();
+    let (_dir, server) = redis_gateway(&redis);
+    long_polls_waiting_follow_a_poll(&server).await;
+    let samples = scrape(&server).await;
+    assert!(
+        observed(&samples, "sluice_redis_call_duration_seconds"),
+        "{samples:#?}"
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "sluice_redis_errors_total",
+            &[("kind", "unavailable")]
+        ),
+        None,
+        "no errors while Redis answers"
+    );
+    redis.stop();
+    let t = tenant_token("acme");
+    let answer = server
+        .call(
+            Method::POST,
+            "/v1/queues/q/messages",
+            &t,
+            Some(json!({"body": "during the outage"})),
+        )
+        .await;
+    assert_eq!(answer.0, 503, "{}", answer.1);
+    scrape_until(&server, "a Redis error counted", |s| {
+        value(s, "sluice_redis_errors_total", &[("kind", "unavailable")]).is_some_and(|n| n >= 1.0)
     })
     .await;
 }

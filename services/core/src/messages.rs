@@ -15,6 +15,7 @@ use sluice_engine::{
     StoredMessage, TenantId,
 };
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 /// A message to send.
 #[derive(Debug, Clone, Default)]
@@ -427,6 +428,7 @@ impl Services {
             let wake_at = outcome
                 .next_visible_at
                 .map_or(deadline, |at| at.min(deadline));
+            let _waiting = WaitingPoll::new();
             tokio::select! {
                 _ = listener.changed() => {}
                 _ = self.clock.sleep_until(wake_at) => {}
@@ -585,4 +587,33 @@ fn split_outcome(
         }
     }
     outcome
+}
+
+/// Long polls waiting in this process, published as `sluice_long_polls_waiting`.
+static WAITING_POLLS: AtomicI64 = AtomicI64::new(0);
+
+/// Sets `sluice_long_polls_waiting` from the count. Called on every change and by the queue
+/// sampler, since the recorder forgets gauges nobody touched for a while: a set (never an
+/// increment) keeps the series right when it comes back.
+pub(crate) fn publish_waiting_polls() {
+    metrics::gauge!("sluice_long_polls_waiting").set(WAITING_POLLS.load(Ordering::Relaxed) as f64);
+}
+
+/// Counts a long poll as waiting while it lives, also when its request is dropped mid-wait
+/// (the client went away).
+struct WaitingPoll;
+
+impl WaitingPoll {
+    fn new() -> Self {
+        WAITING_POLLS.fetch_add(1, Ordering::Relaxed);
+        publish_waiting_polls();
+        Self
+    }
+}
+
+impl Drop for WaitingPoll {
+    fn drop(&mut self) {
+        WAITING_POLLS.fetch_sub(1, Ordering::Relaxed);
+        publish_waiting_polls();
+    }
 }

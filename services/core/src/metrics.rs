@@ -117,6 +117,7 @@ impl Services {
         &self,
         previous: &BTreeSet<Series>,
     ) -> Result<BTreeSet<Series>, crate::ServiceError> {
+        crate::messages::publish_waiting_polls();
         let mut samples: BTreeMap<Series, Sample> = BTreeMap::new();
         let now = self.clock.now();
         let mut after_tenant: Option<TenantId> = None;

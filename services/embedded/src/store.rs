@@ -817,7 +817,15 @@ impl Committer {
                     }
                 }
             }
+            let started = Instant::now();
             let result = self.write(&batch, false);
+            // Commit latency and batch size are what group commit trades; watch both.
+            metrics::histogram!("sluice_embedded_commit_duration_seconds")
+                .record(started.elapsed().as_secs_f64());
+            metrics::histogram!("sluice_embedded_commit_batch_jobs").record(batch.len() as f64);
+            if result.is_err() {
+                metrics::counter!("sluice_embedded_commit_failures_total").increment(1);
+            }
             let carry = matches!(result, Err(EngineError::Unavailable(_)));
             for job in batch {
                 if carry {

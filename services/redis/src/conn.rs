@@ -14,7 +14,7 @@ use redis::{
     RedisFuture, RedisResult, Script, ServerErrorKind, ToRedisArgs, Value,
 };
 use sluice_engine::EngineError;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Reconnection attempts after a lost connection: effectively unbounded (about a week at the
 /// 500 ms cap), since every call is bounded by its own timeout anyway.
@@ -261,6 +261,13 @@ impl Redis {
 
     /// One command, bounded by the timeout.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, EngineError> {
+        let started = Instant::now();
+        let result = self.query_unmeasured(cmd).await;
+        measure(started, &result);
+        result
+    }
+
+    async fn query_unmeasured<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, EngineError> {
         let mut conn = self.conn.clone();
         match tokio::time::timeout(self.timeout, cmd.query_async::<T>(&mut conn)).await {
             Ok(result) => result.map_err(engine_error),
@@ -272,6 +279,13 @@ impl Redis {
     /// that never saw it) loads it and runs it again. `durable` writes are followed by `WAIT`
     /// in the same pipeline when [`RedisOptions::wait_replicas`] asks for it.
     pub(crate) async fn eval(&self, call: &Call, durable: bool) -> Result<Value, EngineError> {
+        let started = Instant::now();
+        let result = self.eval_unmeasured(call, durable).await;
+        measure(started, &result);
+        result
+    }
+
+    async fn eval_unmeasured(&self, call: &Call, durable: bool) -> Result<Value, EngineError> {
         let wait = if durable { self.wait } else { None };
         let budget = self.timeout + wait.map_or(Duration::ZERO, |(_, t)| t);
         let mut conn = self.conn.clone();
@@ -438,6 +452,21 @@ fn slot_owners(reply: Value) -> RedisResult<std::collections::BTreeSet<(String, 
         )));
     }
     Ok(masters)
+}
+
+/// Times one call to Redis and counts it when it failed, by what the engine answers: every
+/// failure the callers see is `Unavailable` (unreachable, timed out, too few replicas) or
+/// another store error.
+fn measure<T>(started: Instant, result: &Result<T, EngineError>) {
+    metrics::histogram!("sluice_redis_call_duration_seconds")
+        .record(started.elapsed().as_secs_f64());
+    if let Err(error) = result {
+        let kind = match error {
+            EngineError::Unavailable(_) => "unavailable",
+            _ => "other",
+        };
+        metrics::counter!("sluice_redis_errors_total", "kind" => kind).increment(1);
+    }
 }
 
 #[cfg(test)]
