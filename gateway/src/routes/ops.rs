@@ -15,8 +15,7 @@ pub async fn healthz() -> axum::Json<Health> {
     })
 }
 
-/// The store is reachable and (on the embedded engine) taking writes, and the gateway is not
-/// stopping.
+/// The store is reachable and taking writes, and the gateway is not stopping.
 #[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "check_readiness",
     responses(
         (status = 200, description = "Ready: `status` is `ok`", body = Health),
