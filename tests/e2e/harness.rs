@@ -105,6 +105,26 @@ impl Server {
         decode(request.send().await.unwrap()).await
     }
 
+    /// SIGTERM, then waits for the process to end: its exit status, or a panic after 10 s.
+    pub(crate) async fn terminate(&mut self) -> std::process::ExitStatus {
+        let signalled = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(signalled.success());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server did not stop within 10 s of SIGTERM"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// SIGKILL: no chance to flush or shut down.
     pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();

@@ -7,11 +7,19 @@ use crate::harness::{
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::collections::HashSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-#[tokio::test]
-async fn every_acknowledged_send_survives_sigkill_mid_stream() {
+/// How the server is stopped in the middle of a send stream.
+enum Stop {
+    /// SIGKILL: no chance to flush or shut down.
+    Kill,
+    /// SIGTERM: the server must finish what is in flight and exit 0 within 10 s.
+    Terminate,
+}
+
+/// Streams sends from 8 producers, stops the server once 200 are acknowledged, restarts it on
+/// the same data folder and checks that every acknowledged send is there.
+async fn acknowledged_sends_survive(stop: Stop) {
     let dir = tempfile::tempdir().unwrap();
     let t = tenant_token("acme");
     let mut server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
@@ -20,8 +28,18 @@ async fn every_acknowledged_send_survives_sigkill_mid_stream() {
         .await;
 
     let (acknowledged, producers) = stream_sends(&server, "durable", &t, 8, usize::MAX);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    server.kill();
+    let running = Instant::now() + Duration::from_secs(30);
+    while acknowledged.lock().unwrap().len() < 200 {
+        assert!(Instant::now() < running, "the stream did not get going");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    match stop {
+        Stop::Kill => server.kill(),
+        Stop::Terminate => {
+            let status = server.terminate().await;
+            assert!(status.success(), "a stop exits 0: {status:?}");
+        }
+    }
     for producer in producers {
         producer.await.unwrap();
     }
@@ -38,45 +56,13 @@ async fn every_acknowledged_send_survives_sigkill_mid_stream() {
 }
 
 #[tokio::test]
+async fn every_acknowledged_send_survives_sigkill_mid_stream() {
+    acknowledged_sends_survive(Stop::Kill).await;
+}
+
+#[tokio::test]
 async fn sigterm_mid_stream_exits_cleanly_and_keeps_every_acknowledged_send() {
-    let dir = tempfile::tempdir().unwrap();
-    let t = tenant_token("acme");
-    let mut server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
-    server
-        .call(Method::PUT, "/v1/queues/durable", &t, None)
-        .await;
-
-    let (acknowledged, producers) = stream_sends(&server, "durable", &t, 8, usize::MAX);
-    let running = Instant::now() + Duration::from_secs(30);
-    while acknowledged.lock().unwrap().len() < 200 {
-        assert!(Instant::now() < running, "the stream did not get going");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let terminated = Command::new("kill")
-        .args(["-TERM", &server.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(terminated.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the server did not stop within 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    assert!(status.success(), "a stop exits 0: {status:?}");
-    for producer in producers {
-        producer.await.unwrap();
-    }
-    let acknowledged: Vec<String> = acknowledged.lock().unwrap().clone();
-
-    let server = Server::start_in(dir.path(), &["--jwt-secret", SECRET]);
-    let received = drain(&server, "durable", &t).await;
-    assert_none_lost(&acknowledged, &received);
+    acknowledged_sends_survive(Stop::Terminate).await;
 }
 
 #[tokio::test]
