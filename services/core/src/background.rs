@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
 /// The longest pause after consecutive failed rounds.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// One round of a job's work.
 type Round = Pin<Box<dyn Future<Output = Result<(), ServiceError>> + Send>>;
@@ -86,7 +86,7 @@ impl Drop for Background {
 
 /// Runs `round` every `period` until the returned task is aborted, surviving its failures and
 /// panics (see the module docs). The first round starts one period after the call.
-pub fn supervise<F>(
+pub(crate) fn supervise<F>(
     job: &'static str,
     period: Duration,
     clock: Arc<dyn Clock>,

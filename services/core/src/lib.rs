@@ -15,7 +15,7 @@ mod queues;
 mod tenants;
 mod validate;
 
-pub use background::{supervise, Background, MAX_BACKOFF};
+pub use background::Background;
 pub use error::ServiceError;
 pub use md5::{md5_of_attributes, md5_of_body};
 pub use messages::{
