@@ -4,7 +4,10 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 use sluice_engine::{DeduplicationScope, MessageAttribute, Millis, Quotas, TenantRecord};
-use sluice_services::{MessageView, QueueConfigPatch, QueueView, SendRequest, SendResult};
+use sluice_services::{
+    MessageView, QueueConfigPatch, QueueView, RedriveAllowPolicyInput, RedrivePolicyInput,
+    RetryBackoffInput, SendRequest, SendResult,
+};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 
@@ -24,25 +27,112 @@ where
     Option::<T>::deserialize(deserializer).map(Some)
 }
 
-/// Dead-letter policy (not supported yet: only `null` is accepted).
+/// Where a queue's messages go after too many receives: a message received
+/// `max_receive_count` times and not deleted is moved to `dead_letter_queue` by the next
+/// receive that would deliver it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedrivePolicy {
-    /// The dead-letter queue's name.
+    /// A queue of the same tenant and kind (FIFO source, FIFO dead-letter queue), not this one,
+    /// whose `redrive_allow_policy` admits this queue.
     pub dead_letter_queue: String,
     /// 1–1000.
+    #[schema(minimum = 1, maximum = 1000)]
     pub max_receive_count: u32,
 }
 
-/// Which queues may use this one as their dead-letter queue (not supported yet: only `null`).
+impl From<RedrivePolicy> for RedrivePolicyInput {
+    fn from(policy: RedrivePolicy) -> Self {
+        RedrivePolicyInput {
+            dead_letter_queue: policy.dead_letter_queue,
+            max_receive_count: policy.max_receive_count,
+        }
+    }
+}
+
+impl From<sluice_engine::RedrivePolicy> for RedrivePolicy {
+    fn from(policy: sluice_engine::RedrivePolicy) -> Self {
+        RedrivePolicy {
+            dead_letter_queue: policy.dead_letter_queue.as_str().to_owned(),
+            max_receive_count: policy.max_receive_count,
+        }
+    }
+}
+
+/// Which queues may use this one as their dead-letter queue.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedriveAllowPolicy {
     /// `allow_all`, `deny_all` or `by_queue`.
     pub permission: String,
-    /// With `by_queue`.
-    #[serde(default)]
-    pub source_queues: Vec<String>,
+    /// 1–10 queue names; required with `by_queue`, refused otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_queues: Option<Vec<String>>,
+}
+
+impl From<RedriveAllowPolicy> for RedriveAllowPolicyInput {
+    fn from(policy: RedriveAllowPolicy) -> Self {
+        RedriveAllowPolicyInput {
+            permission: policy.permission,
+            source_queues: policy.source_queues,
+        }
+    }
+}
+
+impl From<sluice_engine::RedriveAllowPolicy> for RedriveAllowPolicy {
+    fn from(policy: sluice_engine::RedriveAllowPolicy) -> Self {
+        use sluice_engine::RedriveAllowPolicy as Allow;
+        let (permission, source_queues) = match policy {
+            Allow::AllowAll => ("allow_all", None),
+            Allow::DenyAll => ("deny_all", None),
+            Allow::ByQueue(names) => (
+                "by_queue",
+                Some(names.iter().map(|n| n.as_str().to_owned()).collect()),
+            ),
+        };
+        RedriveAllowPolicy {
+            permission: permission.to_owned(),
+            source_queues,
+        }
+    }
+}
+
+/// Exponential extra hiding between redeliveries (beyond SQS): a message received for the
+/// k-th time is hidden for the visibility timeout plus b(k), where b(1) = 0 and
+/// b(k) = min(max_seconds, base_seconds × 2^(k−2)); with `jitter`, b(k) is drawn uniformly
+/// from [b(k)/2, b(k)].
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryBackoff {
+    /// 1–43200.
+    #[schema(minimum = 1, maximum = 43200)]
+    pub base_seconds: u32,
+    /// Required: `base_seconds`–43200.
+    #[schema(required = true, minimum = 1, maximum = 43200)]
+    pub max_seconds: Option<u32>,
+    /// Default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<bool>,
+}
+
+impl From<RetryBackoff> for RetryBackoffInput {
+    fn from(backoff: RetryBackoff) -> Self {
+        RetryBackoffInput {
+            base_seconds: backoff.base_seconds,
+            max_seconds: backoff.max_seconds,
+            jitter: backoff.jitter,
+        }
+    }
+}
+
+impl From<sluice_engine::RetryBackoff> for RetryBackoff {
+    fn from(backoff: sluice_engine::RetryBackoff) -> Self {
+        RetryBackoff {
+            base_seconds: backoff.base_seconds,
+            max_seconds: Some(backoff.max_seconds),
+            jitter: Some(backoff.jitter),
+        }
+    }
 }
 
 /// A queue configuration in a request. Every field is optional: `PUT` resets omitted fields to
@@ -65,14 +155,18 @@ pub struct QueueConfigInput {
     /// Default 1048576; 1024 – the server's maximum.
     #[schema(minimum = 1024, maximum = 1048576)]
     pub max_message_bytes: Option<u32>,
-    /// Not supported yet: only `null` is accepted.
+    /// Default null (messages stay until they expire).
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<RedrivePolicy>, nullable)]
     pub redrive_policy: Option<Option<RedrivePolicy>>,
-    /// Not supported yet: only `null` is accepted.
+    /// Default null (any queue of the tenant may use this one as its dead-letter queue).
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<RedriveAllowPolicy>, nullable)]
     pub redrive_allow_policy: Option<Option<RedriveAllowPolicy>>,
+    /// Default null (redeliveries wait the visibility timeout only).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<RetryBackoff>, nullable)]
+    pub retry_backoff: Option<Option<RetryBackoff>>,
     /// FIFO queues only. Default false.
     pub content_based_deduplication: Option<bool>,
     /// FIFO queues only: `queue` (default) or `message_group`.
@@ -95,8 +189,9 @@ impl From<QueueConfigInput> for QueueConfigPatch {
             max_message_bytes: input.max_message_bytes,
             max_depth: input.max_depth,
             tags: input.tags,
-            redrive_policy_given: matches!(input.redrive_policy, Some(Some(_))),
-            redrive_allow_policy_given: matches!(input.redrive_allow_policy, Some(Some(_))),
+            redrive_policy: input.redrive_policy.map(|p| p.map(Into::into)),
+            redrive_allow_policy: input.redrive_allow_policy.map(|p| p.map(Into::into)),
+            retry_backoff: input.retry_backoff.map(|p| p.map(Into::into)),
             content_based_deduplication: input.content_based_deduplication,
             deduplication_scope: input.deduplication_scope,
         }
@@ -116,12 +211,15 @@ pub struct QueueConfigOutput {
     pub receive_wait_seconds: u32,
     /// Largest message accepted, body plus attributes.
     pub max_message_bytes: u32,
-    /// Always `null` until dead-letter queues exist.
+    /// Where messages go after too many receives; `null`: nowhere.
     #[schema(value_type = Option<RedrivePolicy>)]
     pub redrive_policy: Option<RedrivePolicy>,
-    /// Always `null` until dead-letter queues exist (null allows all).
+    /// Which queues may use this one as their dead-letter queue; `null` allows all.
     #[schema(value_type = Option<RedriveAllowPolicy>)]
     pub redrive_allow_policy: Option<RedriveAllowPolicy>,
+    /// Extra hiding between redeliveries; `null`: none.
+    #[schema(value_type = Option<RetryBackoff>)]
+    pub retry_backoff: Option<RetryBackoff>,
     /// `null` is unbounded.
     pub max_depth: Option<u64>,
     /// Labels.
@@ -185,8 +283,9 @@ impl From<QueueView> for Queue {
                 delay_seconds: config.delay_seconds,
                 receive_wait_seconds: config.receive_wait_seconds,
                 max_message_bytes: config.max_message_bytes,
-                redrive_policy: None,
-                redrive_allow_policy: None,
+                redrive_policy: config.redrive_policy.map(Into::into),
+                redrive_allow_policy: config.redrive_allow_policy.map(Into::into),
+                retry_backoff: config.retry_backoff.map(Into::into),
                 max_depth: config.max_depth,
                 tags: config.tags,
                 content_based_deduplication: fifo.then_some(config.content_based_deduplication),

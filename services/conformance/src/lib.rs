@@ -108,6 +108,14 @@ macro_rules! engine_suite {
             max_depth_refuses_excess_sends,
             batch_entries_fail_alone,
             peek_changes_nothing,
+            // Transfers (cases/dead_letters.rs)
+            receives_past_max_receive_count_move_to_the_dead_letter_queue,
+            dead_letter_queue_full_missing_or_still_referenced,
+            dead_letter_on_request_moves_at_once,
+            fifo_dead_letters_keep_group_order,
+            redrive_moves_dead_letters_back,
+            retry_backoff_spaces_redeliveries,
+            redrive_policies_are_validated,
             // Upkeep (cases/upkeep.rs)
             retention_expires_messages,
             // FIFO queues (cases/fifo.rs)

@@ -7,6 +7,7 @@
 //! and no concrete engine.
 
 mod background;
+mod dead_letters;
 mod error;
 mod md5;
 mod messages;
@@ -22,7 +23,10 @@ pub use messages::{
     BatchFailure, BatchOutcome, ChangeVisibilityEntry, DeleteEntry, MessageView, ReceiveRequest,
     SendEntry, SendRequest, SendResult,
 };
-pub use queues::{QueueConfigPatch, QueuePage, QueueView};
+pub use queues::{
+    QueueConfigPatch, QueuePage, QueueView, RedriveAllowPolicyInput, RedrivePolicyInput,
+    RetryBackoffInput,
+};
 pub use tenants::TenantPage;
 pub use validate::{validate_batch_ids, MAX_BATCH_ENTRIES};
 

@@ -11,8 +11,8 @@ use crate::validate::{
 use crate::{ServiceError, Services};
 use sha2::{Digest, Sha256};
 use sluice_engine::{
-    MessageAttribute, MessageState, Millis, NewMessage, QueueConfig, QueueKey, SentMessage,
-    StoredMessage, TenantId,
+    DeadLetter, MessageAttribute, MessageState, Millis, NewMessage, QueueConfig, QueueKey,
+    SentMessage, StoredMessage, TenantId,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -136,6 +136,8 @@ pub struct MessageView {
     pub deduplication_id: Option<String>,
     /// FIFO: the message's sequence number (decimal digits).
     pub sequence_number: Option<String>,
+    /// In a dead-letter queue: where it came from and why.
+    pub dead_letter: Option<DeadLetter>,
 }
 
 impl MessageView {
@@ -153,6 +155,7 @@ impl MessageView {
             receive_count: message.receive_count,
             first_received_at: message.first_received_at,
             group_id: message.group_id,
+            dead_letter: message.dead_letter,
         }
     }
 }
@@ -416,6 +419,8 @@ impl Services {
                     self.clock.now(),
                 )
                 .await?;
+            self.metric_labels
+                .count(&key, Event::DeadLettered, outcome.dead_lettered);
             if !outcome.messages.is_empty() || self.is_stopping() || self.clock.now() >= deadline {
                 self.metric_labels
                     .count(&key, Event::Received, outcome.messages.len() as u64);

@@ -13,6 +13,7 @@ pub(crate) enum Event {
     Sent,
     Received,
     Deleted,
+    DeadLettered,
 }
 
 impl Event {
@@ -21,6 +22,7 @@ impl Event {
             Event::Sent => "sent",
             Event::Received => "received",
             Event::Deleted => "deleted",
+            Event::DeadLettered => "dead_lettered",
         }
     }
 }

@@ -5,13 +5,13 @@ use crate::validate::in_range;
 use crate::{ServiceError, Services};
 use base64::Engine as _;
 use sluice_engine::{
-    DeduplicationScope, Millis, QueueConfig, QueueKey, QueueName, QueueStats, TenantId,
+    DeduplicationScope, Millis, QueueConfig, QueueKey, QueueName, QueueStats, RedriveAllowPolicy,
+    RedrivePolicy, RetryBackoff, TenantId,
 };
 use std::collections::BTreeMap;
 
 /// A configuration change: `None` leaves a field alone in a PATCH and resets it to its default
-/// in a PUT. Fields of features not built yet are carried so they can be refused by name
-/// rather than silently ignored.
+/// in a PUT; `Some(None)` sets a nullable field to null.
 #[derive(Debug, Clone, Default)]
 pub struct QueueConfigPatch {
     /// 0–43200.
@@ -28,14 +28,45 @@ pub struct QueueConfigPatch {
     pub max_depth: Option<Option<u64>>,
     /// At most 50.
     pub tags: Option<BTreeMap<String, String>>,
-    /// Dead-letter queues are not built yet: a non-null policy is refused.
-    pub redrive_policy_given: bool,
-    /// Not built yet: a non-null policy is refused.
-    pub redrive_allow_policy_given: bool,
+    /// Where messages go after `max_receive_count` receives.
+    pub redrive_policy: Option<Option<RedrivePolicyInput>>,
+    /// Which queues may use this one as their dead-letter queue (null: all).
+    pub redrive_allow_policy: Option<Option<RedriveAllowPolicyInput>>,
+    /// Extra hiding between redeliveries.
+    pub retry_backoff: Option<Option<RetryBackoffInput>>,
     /// FIFO only.
     pub content_based_deduplication: Option<bool>,
     /// FIFO only.
     pub deduplication_scope: Option<String>,
+}
+
+/// A redrive policy as the caller wrote it.
+#[derive(Debug, Clone, Default)]
+pub struct RedrivePolicyInput {
+    /// A queue of the same tenant and kind, not this one.
+    pub dead_letter_queue: String,
+    /// 1–1000.
+    pub max_receive_count: u32,
+}
+
+/// A redrive allow policy as the caller wrote it.
+#[derive(Debug, Clone, Default)]
+pub struct RedriveAllowPolicyInput {
+    /// `allow_all`, `deny_all` or `by_queue`.
+    pub permission: String,
+    /// 1–10 queue names, exactly when `permission` is `by_queue`.
+    pub source_queues: Option<Vec<String>>,
+}
+
+/// A retry backoff as the caller wrote it.
+#[derive(Debug, Clone, Default)]
+pub struct RetryBackoffInput {
+    /// 1–43200.
+    pub base_seconds: u32,
+    /// Required: `base_seconds`–43200.
+    pub max_seconds: Option<u32>,
+    /// Default true.
+    pub jitter: Option<bool>,
 }
 
 /// A queue as the services answer it.
@@ -95,7 +126,164 @@ pub(crate) fn page_limit(limit: Option<u32>) -> Result<usize, ServiceError> {
     Ok(limit as usize)
 }
 
+fn parse_redrive_policy(input: RedrivePolicyInput) -> Result<RedrivePolicy, ServiceError> {
+    let dead_letter_queue = QueueName::parse(&input.dead_letter_queue)
+        .map_err(|e| ServiceError::invalid("redrive_policy.dead_letter_queue", e.0))?;
+    in_range(
+        "redrive_policy.max_receive_count",
+        input.max_receive_count.into(),
+        1,
+        1000,
+    )?;
+    Ok(RedrivePolicy {
+        dead_letter_queue,
+        max_receive_count: input.max_receive_count,
+    })
+}
+
+fn parse_allow_policy(input: RedriveAllowPolicyInput) -> Result<RedriveAllowPolicy, ServiceError> {
+    let sources_field = "redrive_allow_policy.source_queues";
+    match (input.permission.as_str(), input.source_queues) {
+        ("allow_all", None) => Ok(RedriveAllowPolicy::AllowAll),
+        ("deny_all", None) => Ok(RedriveAllowPolicy::DenyAll),
+        ("allow_all" | "deny_all", Some(_)) => Err(ServiceError::invalid(
+            sources_field,
+            "is allowed only with the permission by_queue",
+        )),
+        ("by_queue", None) => Err(ServiceError::invalid(
+            sources_field,
+            "is required with the permission by_queue (1-10 queue names)",
+        )),
+        ("by_queue", Some(names)) => {
+            if names.is_empty() || names.len() > 10 {
+                return Err(ServiceError::invalid(
+                    sources_field,
+                    format!("must hold 1-10 queue names, got {}", names.len()),
+                ));
+            }
+            let parsed = names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    QueueName::parse(name)
+                        .map_err(|e| ServiceError::invalid(format!("{sources_field}[{i}]"), e.0))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(RedriveAllowPolicy::ByQueue(parsed))
+        }
+        (other, _) => Err(ServiceError::invalid(
+            "redrive_allow_policy.permission",
+            format!("must be \"allow_all\", \"deny_all\" or \"by_queue\", got {other:?}"),
+        )),
+    }
+}
+
+fn parse_retry_backoff(input: RetryBackoffInput) -> Result<RetryBackoff, ServiceError> {
+    in_range(
+        "retry_backoff.base_seconds",
+        input.base_seconds.into(),
+        1,
+        43_200,
+    )?;
+    let max_seconds = input.max_seconds.ok_or_else(|| {
+        ServiceError::invalid(
+            "retry_backoff.max_seconds",
+            "is required (base_seconds-43200)",
+        )
+    })?;
+    in_range(
+        "retry_backoff.max_seconds",
+        max_seconds.into(),
+        input.base_seconds.into(),
+        43_200,
+    )?;
+    Ok(RetryBackoff {
+        base_seconds: input.base_seconds,
+        max_seconds,
+        jitter: input.jitter.unwrap_or(true),
+    })
+}
+
 impl Services {
+    /// Checks the rules of a redrive policy that depend on other queues: its dead-letter queue
+    /// exists in the tenant, is not the queue itself, is of the same kind, and admits this
+    /// queue as a source.
+    async fn check_redrive_policy(
+        &self,
+        key: &QueueKey,
+        policy: &RedrivePolicy,
+    ) -> Result<(), ServiceError> {
+        let field = "redrive_policy.dead_letter_queue";
+        let dlq = &policy.dead_letter_queue;
+        if dlq == &key.name {
+            return Err(ServiceError::invalid(
+                field,
+                "names the queue itself; a dead-letter queue must be another queue",
+            ));
+        }
+        if dlq.is_fifo() != key.name.is_fifo() {
+            return Err(ServiceError::invalid(
+                field,
+                format!(
+                    "{dlq} is a {} queue; a {} queue's dead-letter queue must be of the same kind",
+                    if dlq.is_fifo() { "FIFO" } else { "standard" },
+                    if key.name.is_fifo() {
+                        "FIFO"
+                    } else {
+                        "standard"
+                    },
+                ),
+            ));
+        }
+        let dlq_key = QueueKey::new(key.tenant.clone(), dlq.clone());
+        let Some(dlq_config) = self.engine.queue_config(&dlq_key).await? else {
+            return Err(ServiceError::invalid(
+                field,
+                format!("the queue {dlq} does not exist"),
+            ));
+        };
+        if let Some(allow) = &dlq_config.redrive_allow_policy {
+            if !allow.admits(&key.name) {
+                return Err(ServiceError::invalid(
+                    field,
+                    format!(
+                        "the redrive_allow_policy of {dlq} does not admit {} as a source",
+                        key.name
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The tenant's queues whose redrive policy names `dlq`, up to `limit` of them.
+    async fn dead_letter_sources(
+        &self,
+        dlq: &QueueKey,
+        limit: usize,
+    ) -> Result<Vec<QueueName>, ServiceError> {
+        let mut sources = Vec::new();
+        let mut after: Option<QueueName> = None;
+        loop {
+            let page = self
+                .engine
+                .list_queues(&dlq.tenant, "", after.as_ref(), 1000, self.clock.now())
+                .await?;
+            let done = page.len() < 1000;
+            after = page.last().map(|info| info.name.clone());
+            sources.extend(page.into_iter().filter_map(|info| {
+                info.config
+                    .redrive_policy
+                    .filter(|policy| policy.dead_letter_queue == dlq.name)
+                    .map(|_| info.name)
+            }));
+            if done || sources.len() >= limit {
+                sources.truncate(limit);
+                return Ok(sources);
+            }
+        }
+    }
+
     fn view(&self, info: sluice_engine::QueueInfo) -> QueueView {
         let now = self.clock.now();
         QueueView {
@@ -145,17 +333,14 @@ impl Services {
                 }
             };
         }
-        if patch.redrive_policy_given {
-            return Err(ServiceError::invalid(
-                "redrive_policy",
-                "dead-letter queues are not supported by this server yet; send null or omit it",
-            ));
+        if let Some(policy) = patch.redrive_allow_policy {
+            config.redrive_allow_policy = policy.map(parse_allow_policy).transpose()?;
         }
-        if patch.redrive_allow_policy_given {
-            return Err(ServiceError::invalid(
-                "redrive_allow_policy",
-                "dead-letter queues are not supported by this server yet; send null or omit it",
-            ));
+        if let Some(backoff) = patch.retry_backoff {
+            config.retry_backoff = backoff.map(parse_retry_backoff).transpose()?;
+        }
+        if let Some(policy) = patch.redrive_policy {
+            config.redrive_policy = policy.map(parse_redrive_policy).transpose()?;
         }
         let max_bytes = self.limits.max_message_bytes;
         if let Some(v) = patch.visibility_timeout_seconds {
@@ -223,6 +408,9 @@ impl Services {
             QueueConfig::with_defaults(self.limits.max_message_bytes),
             patch,
         )?;
+        if let Some(policy) = &config.redrive_policy {
+            self.check_redrive_policy(&key, policy).await?;
+        }
         let (info, created) = self
             .engine
             .put_queue(&key, config, self.clock.now())
@@ -243,7 +431,11 @@ impl Services {
             .queue_config(&key)
             .await?
             .ok_or(ServiceError::QueueNotFound)?;
+        let policy_changed = patch.redrive_policy.is_some();
         let config = self.apply_patch(&key.name, current, patch)?;
+        if let (true, Some(policy)) = (policy_changed, &config.redrive_policy) {
+            self.check_redrive_policy(&key, policy).await?;
+        }
         let (info, _) = self
             .engine
             .put_queue(&key, config, self.clock.now())
@@ -299,9 +491,20 @@ impl Services {
         })
     }
 
-    /// Deletes the queue and its messages.
+    /// Deletes the queue and its messages. A queue that another queue's redrive policy names
+    /// as its dead-letter queue is a `Conflict` naming those sources: deleting it would leave
+    /// them nowhere to move dead letters to.
     pub async fn delete_queue(&self, tenant: &TenantId, name: &str) -> Result<(), ServiceError> {
         let key = queue_key(tenant, name)?;
+        let sources = self.dead_letter_sources(&key, 10).await?;
+        if !sources.is_empty() {
+            let names: Vec<&str> = sources.iter().map(QueueName::as_str).collect();
+            return Err(ServiceError::Conflict(format!(
+                "{} is the dead-letter queue of {}; remove their redrive_policy first",
+                key.name,
+                names.join(", ")
+            )));
+        }
         if self.engine.delete_queue(&key).await? {
             Ok(())
         } else {

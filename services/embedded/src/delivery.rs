@@ -48,6 +48,7 @@ impl EmbeddedEngine {
                     group_id: meta.group_id,
                     deduplication_id: meta.deduplication_id,
                     seq: p.seq,
+                    dead_letter: None,
                 };
                 Some((*p, message))
             })

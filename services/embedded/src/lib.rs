@@ -54,9 +54,10 @@ mod store;
 use async_trait::async_trait;
 use catalog::{QueueMap, TenantMap, TombstoneMap};
 use sluice_engine::{
-    EngineError, HandleError, HandleKey, MessageState, Messages, Millis, NewMessage, QueueConfig,
-    QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas, ReceiveOutcome, SendRejection,
-    SentMessage, StoredMessage, TenantId, TenantRecord, Tenants, Upkeep,
+    DeadLetterRefusal, EngineError, HandleError, HandleKey, MessageState, Messages, Millis,
+    NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas,
+    ReceiveOutcome, RedriveOutcome, SendRejection, SentMessage, StoredMessage, TenantId,
+    TenantRecord, Tenants, Transfers, Upkeep,
 };
 use std::path::Path;
 use std::sync::{Arc, RwLock};
@@ -284,6 +285,35 @@ impl Messages for EmbeddedEngine {
 
     async fn listen(&self, key: &QueueKey) -> Result<QueueListener, EngineError> {
         self.listen(key).await
+    }
+}
+
+#[async_trait]
+impl Transfers for EmbeddedEngine {
+    async fn dead_letter(
+        &self,
+        _key: &QueueKey,
+        _handle: &str,
+        _reason: &str,
+        _now: Millis,
+    ) -> Result<Result<(), DeadLetterRefusal>, EngineError> {
+        Err(EngineError::Internal(
+            "dead-letter moves are not built yet".into(),
+        ))
+    }
+
+    async fn redrive(
+        &self,
+        _from: &QueueKey,
+        _seqs: &[u64],
+        _destination: Option<&QueueName>,
+        _now: Millis,
+    ) -> Result<Vec<RedriveOutcome>, EngineError> {
+        Err(EngineError::Internal("redrive is not built yet".into()))
+    }
+
+    async fn recover_transfers(&self, _now: Millis) -> Result<u64, EngineError> {
+        Ok(0)
     }
 }
 

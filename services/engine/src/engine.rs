@@ -2,9 +2,9 @@
 //! semantics each must honour (checked by the `sluice-conformance` suite).
 
 use crate::{
-    EngineError, HandleError, MessageState, Millis, NewMessage, QueueConfig, QueueInfo, QueueKey,
-    QueueName, Quotas, ReceiveOutcome, SendRejection, SentMessage, StoredMessage, TenantId,
-    TenantRecord,
+    DeadLetterRefusal, EngineError, HandleError, MessageState, Millis, NewMessage, QueueConfig,
+    QueueInfo, QueueKey, QueueName, Quotas, ReceiveOutcome, RedriveOutcome, SendRejection,
+    SentMessage, StoredMessage, TenantId, TenantRecord,
 };
 use async_trait::async_trait;
 
@@ -70,16 +70,41 @@ impl QueueListener {
 ///   remembered, so a long poll retrying under one id still sees new messages. Deleting a FIFO
 ///   message (or making it visible) wakes listeners, since it may unblock its group. Purge
 ///   keeps deduplication records: an id stays taken for its window.
+/// * **Dead letters**: on a queue whose config has a
+///   [`redrive_policy`](crate::QueueConfig::redrive_policy), a receive that would deliver a
+///   message already received `max_receive_count` times (or more) moves it to the policy's
+///   dead-letter queue (same tenant) instead of delivering it, and counts it in
+///   [`ReceiveOutcome::dead_lettered`]. A move — this one, [`Transfers::dead_letter`] and
+///   [`Transfers::redrive`] — is atomic and durable before the call answers: afterwards the
+///   message is in exactly one of the two queues, also across a crash at any step (an engine
+///   whose move takes several steps completes interrupted ones in
+///   [`Transfers::recover_transfers`], and until then the message is in neither queue's
+///   counts but not lost). A moved message keeps its `message_id`, body, attributes,
+///   `group_id` and `deduplication_id`; its `receive_count` starts from 0
+///   (`first_received_at` none); it is visible at once in the destination. Into a standard
+///   queue it keeps `sent_at` (retention keeps counting); into a FIFO queue it gets a new
+///   `seq` at the end of the queue (so a group's messages keep their order) and `sent_at` =
+///   the move. Moves never meet deduplication and are never refused for `max_depth`. A move
+///   into a dead-letter queue sets [`StoredMessage::dead_letter`] (`receive_count` is the
+///   count at the source); a redrive clears it. If the policy's dead-letter queue does not
+///   exist, the message stays and is delivered as usual (an engine that learns of the
+///   missing queue only by trying may leave it out of one receive's answer first). On a FIFO queue, moving a group's
+///   head lets the rest of the group be delivered.
+/// * **Retry backoff**: on a queue with a
+///   [`retry_backoff`](crate::QueueConfig::retry_backoff), a receive hides each message for
+///   the visibility timeout plus [`RetryBackoff::delay_ms`](crate::RetryBackoff::delay_ms) of
+///   its new receive count (the engine draws the jitter). A change of visibility sets exactly
+///   the time asked.
 /// * **Isolation**: queues are identified by `(tenant, name)`; nothing one tenant names can
 ///   reach another tenant's queue. Every message operation on a queue that does not exist
 ///   answers [`EngineError::QueueNotFound`] (before looking at its handles or messages).
 ///
-/// The operations are grouped by capability — [`Tenants`], [`Queues`], [`Messages`] and
-/// [`Upkeep`] — so that code which needs one capability can ask for it alone. `Engine` is
-/// implemented for every type that has all of them.
-pub trait Engine: Tenants + Queues + Messages + Upkeep {}
+/// The operations are grouped by capability — [`Tenants`], [`Queues`], [`Messages`],
+/// [`Transfers`] and [`Upkeep`] — so that code which needs one capability can ask for it
+/// alone. `Engine` is implemented for every type that has all of them.
+pub trait Engine: Tenants + Queues + Messages + Transfers + Upkeep {}
 
-impl<T: Tenants + Queues + Messages + Upkeep> Engine for T {}
+impl<T: Tenants + Queues + Messages + Transfers + Upkeep> Engine for T {}
 
 /// The tenant catalog: records, quotas and tombstones.
 ///
@@ -235,6 +260,43 @@ pub trait Messages: Send + Sync + 'static {
 
     /// A listener that fires when a message may have become receivable in the queue.
     async fn listen(&self, key: &QueueKey) -> Result<QueueListener, EngineError>;
+}
+
+/// Moves of messages between two queues of one tenant: into a dead-letter queue and back.
+///
+/// Honours the rules stated on [`Engine`] (see "Dead letters" there).
+#[async_trait]
+pub trait Transfers: Send + Sync + 'static {
+    /// Moves the message delivered under `handle` to the queue's dead-letter queue at once,
+    /// with `reason` (already validated), whatever its receive count. The handle is checked as
+    /// for a delete: [`HandleError::Invalid`] first; an earlier delivery's handle, or a message
+    /// that is gone, [`HandleError::Stale`]. A queue without a redrive policy is
+    /// [`DeadLetterRefusal::NoRedrivePolicy`]; one whose dead-letter queue does not exist,
+    /// [`DeadLetterRefusal::DeadLetterQueueMissing`]; either way nothing changes.
+    async fn dead_letter(
+        &self,
+        key: &QueueKey,
+        handle: &str,
+        reason: &str,
+        now: Millis,
+    ) -> Result<Result<(), DeadLetterRefusal>, EngineError>;
+
+    /// Moves messages of `from`, named by their `seq` (as [`Messages::peek`] answers them),
+    /// whatever their state (a delivery in flight loses its handle): each to `destination`,
+    /// or with `None` to the queue its [`StoredMessage::dead_letter`] names. One answer per
+    /// seq, in order. A message that cannot move stays where it is.
+    async fn redrive(
+        &self,
+        from: &QueueKey,
+        seqs: &[u64],
+        destination: Option<&QueueName>,
+        now: Millis,
+    ) -> Result<Vec<RedriveOutcome>, EngineError>;
+
+    /// Completes moves that a crash interrupted part way (on engines whose moves take
+    /// several steps), each exactly once; answers how many it completed. Cheap when there
+    /// are none. Safe to run on several gateways at once.
+    async fn recover_transfers(&self, now: Millis) -> Result<u64, EngineError>;
 }
 
 /// What keeps a store serving: its readiness and the background sweeps run on a timer.

@@ -58,3 +58,29 @@ pub enum HandleError {
     #[error("receipt handle is stale: the message was delivered again or deleted")]
     Stale,
 }
+
+/// Why [`Transfers::dead_letter`](crate::Transfers::dead_letter) moved nothing.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum DeadLetterRefusal {
+    /// The handle cannot be used (see [`HandleError`]).
+    #[error(transparent)]
+    Handle(#[from] HandleError),
+    /// The queue has no redrive policy, so there is nowhere to move to.
+    #[error("the queue has no redrive policy")]
+    NoRedrivePolicy,
+    /// The queue's redrive policy names a dead-letter queue that does not exist.
+    #[error("the queue's dead-letter queue does not exist")]
+    DeadLetterQueueMissing,
+}
+
+/// What [`Transfers::redrive`](crate::Transfers::redrive) did with one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedriveOutcome {
+    /// Now in its destination.
+    Moved,
+    /// Not in the source queue (deleted, expired or moved meanwhile): nothing to do.
+    Gone,
+    /// Its destination does not exist (or, with no destination given, it has no
+    /// `dead_letter` source): it stays where it is.
+    DestinationMissing,
+}

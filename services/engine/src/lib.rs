@@ -1,6 +1,6 @@
 //! The contract between Sluice's services and its storage engines.
 //!
-//! This crate owns the [`Engine`] trait (atomic queue operations, grouped into the capabilities [`Tenants`], [`Queues`], [`Messages`] and [`Upkeep`]), the domain types it speaks in
+//! This crate owns the [`Engine`] trait (atomic queue operations, grouped into the capabilities [`Tenants`], [`Queues`], [`Messages`], [`Transfers`] and [`Upkeep`]), the domain types it speaks in
 //! ([`TenantId`], [`QueueName`], [`QueueConfig`], messages, receipt handles), the injectable
 //! [`Clock`] and the per-tenant [`RateLimiter`]. It knows no concrete store and no HTTP type: engines depend on it, services call
 //! through it, and the gateway picks an implementation at start-up.
@@ -14,13 +14,14 @@ mod ratelimit;
 mod types;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
-pub use engine::{Engine, Messages, QueueListener, Queues, Tenants, Upkeep};
-pub use error::{EngineError, HandleError, SendRejection};
+pub use engine::{Engine, Messages, QueueListener, Queues, Tenants, Transfers, Upkeep};
+pub use error::{DeadLetterRefusal, EngineError, HandleError, RedriveOutcome, SendRejection};
 pub use handle::{HandleKey, ReceiptHandle, HANDLE_CHARS, TAG_BYTES};
 pub use names::{NameError, QueueKey, QueueName, TenantId};
 pub use ratelimit::{gcra, Admission, LocalRateLimiter, RateLimit, RateLimiter};
 pub use types::{
-    DeduplicationScope, MessageAttribute, MessageState, NewMessage, QueueConfig, QueueInfo,
-    QueueStats, Quotas, ReceiveOutcome, ReceivedMessage, SentMessage, StoredMessage, TenantRecord,
-    DEDUPLICATION_WINDOW_MS, RECEIVE_ATTEMPT_WINDOW_MS,
+    DeadLetter, DeduplicationScope, MessageAttribute, MessageState, NewMessage, QueueConfig,
+    QueueInfo, QueueStats, Quotas, ReceiveOutcome, ReceivedMessage, RedriveAllowPolicy,
+    RedrivePolicy, RetryBackoff, SentMessage, StoredMessage, TenantRecord, DEDUPLICATION_WINDOW_MS,
+    RECEIVE_ATTEMPT_WINDOW_MS,
 };

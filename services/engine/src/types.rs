@@ -29,6 +29,111 @@ pub struct QueueConfig {
     /// FIFO only: whether deduplication ids are unique per queue or per message group.
     #[serde(default)]
     pub deduplication_scope: DeduplicationScope,
+    /// Where messages go after too many receives; `None`: they stay until they expire.
+    #[serde(default)]
+    pub redrive_policy: Option<RedrivePolicy>,
+    /// Which queues may name this one as their dead-letter queue; `None` allows all.
+    #[serde(default)]
+    pub redrive_allow_policy: Option<RedriveAllowPolicy>,
+    /// Extra hiding after each redelivery; `None`: only the visibility timeout.
+    #[serde(default)]
+    pub retry_backoff: Option<RetryBackoff>,
+}
+
+/// A queue's dead-letter rule: a message received `max_receive_count` times and not deleted
+/// is moved to `dead_letter_queue` (same tenant, same kind) by the next receive that would
+/// deliver it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedrivePolicy {
+    /// The dead-letter queue, in the same tenant.
+    pub dead_letter_queue: QueueName,
+    /// 1–1000.
+    pub max_receive_count: u32,
+}
+
+/// Which queues may use a queue as their dead-letter queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    rename_all = "snake_case",
+    tag = "permission",
+    content = "source_queues"
+)]
+pub enum RedriveAllowPolicy {
+    /// Any queue of the tenant.
+    AllowAll,
+    /// None.
+    DenyAll,
+    /// Only these (1–10 names).
+    ByQueue(Vec<QueueName>),
+}
+
+impl RedriveAllowPolicy {
+    /// Whether `source` may name the queue with this policy as its dead-letter queue.
+    pub fn admits(&self, source: &QueueName) -> bool {
+        match self {
+            Self::AllowAll => true,
+            Self::DenyAll => false,
+            Self::ByQueue(names) => names.contains(source),
+        }
+    }
+}
+
+/// Exponential extra hiding between redeliveries (beyond SQS): a message received for the
+/// k-th time is hidden for `visibility_timeout + b(k)`, where b(1) = 0 and
+/// b(k) = min(max_seconds, base_seconds × 2^(k−2)); with `jitter`, b(k) is drawn uniformly
+/// from [b(k)/2, b(k)].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryBackoff {
+    /// 1–43200.
+    pub base_seconds: u32,
+    /// `base_seconds`–43200.
+    pub max_seconds: u32,
+    /// Spread redeliveries at random over the upper half of each step.
+    pub jitter: bool,
+}
+
+impl RetryBackoff {
+    /// b(k) in milliseconds before jitter, for a message being received for the
+    /// `receive_count`-th time (1 for its first delivery).
+    pub fn backoff_ms(&self, receive_count: u32) -> Millis {
+        if receive_count < 2 {
+            return 0;
+        }
+        let doublings = (receive_count - 2).min(32);
+        let seconds = u64::from(self.base_seconds)
+            .saturating_mul(1u64 << doublings)
+            .min(u64::from(self.max_seconds));
+        seconds * 1000
+    }
+
+    /// The extra hiding for the `receive_count`-th delivery, with `unit` (uniform in [0, 1))
+    /// placing it in [b/2, b] when jitter is on. Engines draw `unit` themselves.
+    pub fn delay_ms(&self, receive_count: u32, unit: f64) -> Millis {
+        let full = self.backoff_ms(receive_count);
+        if !self.jitter || full == 0 {
+            return full;
+        }
+        let half = full / 2;
+        half + ((full - half) as f64 * unit.clamp(0.0, 1.0)) as Millis
+    }
+}
+
+/// Why a message is in a dead-letter queue: where it came from, why, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// The queue it was moved from (same tenant).
+    pub source_queue: QueueName,
+    /// [`DeadLetter::MAX_RECEIVE_COUNT_EXCEEDED`], or the reason a consumer gave.
+    pub reason: String,
+    /// Its receive count at the source when it moved.
+    pub receive_count: u32,
+    /// When it moved.
+    pub moved_at: Millis,
+}
+
+impl DeadLetter {
+    /// The reason of an automatic move after `max_receive_count` receives.
+    pub const MAX_RECEIVE_COUNT_EXCEEDED: &'static str = "max_receive_count_exceeded";
 }
 
 /// How far a FIFO deduplication id reaches.
@@ -63,6 +168,9 @@ impl QueueConfig {
             tags: BTreeMap::new(),
             content_based_deduplication: false,
             deduplication_scope: DeduplicationScope::Queue,
+            redrive_policy: None,
+            redrive_allow_policy: None,
+            retry_backoff: None,
         }
     }
 }
@@ -157,6 +265,8 @@ pub struct StoredMessage {
     pub deduplication_id: Option<String>,
     /// The message's position in its queue.
     pub seq: u64,
+    /// Set while it is in a dead-letter queue: where it came from and why.
+    pub dead_letter: Option<DeadLetter>,
 }
 
 /// One delivery: the message and the handle that names this delivery.
@@ -176,6 +286,9 @@ pub struct ReceiveOutcome {
     /// When some message not receivable now will become receivable (a delay or visibility
     /// timeout ending), so a long poll knows when to look again without polling.
     pub next_visible_at: Option<Millis>,
+    /// How many messages this receive moved to the queue's dead-letter queue instead of
+    /// delivering them.
+    pub dead_lettered: u64,
 }
 
 /// The three states a stored message can be in, as peek names them.

@@ -46,6 +46,7 @@ impl StoredBody {
             group_id: self.group_id,
             deduplication_id: self.deduplication_id,
             seq,
+            dead_letter: None,
         }
     }
 }

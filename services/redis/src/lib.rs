@@ -67,10 +67,10 @@ use cache::TtlCache;
 use conn::Redis;
 use keys::Keys;
 use sluice_engine::{
-    Admission, EngineError, HandleError, HandleKey, MessageState, Messages, Millis, NewMessage,
-    QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas, RateLimit,
-    RateLimiter, ReceiveOutcome, SendRejection, SentMessage, StoredMessage, TenantId, TenantRecord,
-    Tenants, Upkeep,
+    Admission, DeadLetterRefusal, EngineError, HandleError, HandleKey, MessageState, Messages,
+    Millis, NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas,
+    RateLimit, RateLimiter, ReceiveOutcome, RedriveOutcome, SendRejection, SentMessage,
+    StoredMessage, TenantId, TenantRecord, Tenants, Transfers, Upkeep,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -320,6 +320,35 @@ impl Messages for RedisEngine {
 
     async fn listen(&self, key: &QueueKey) -> Result<QueueListener, EngineError> {
         self.listen(key).await
+    }
+}
+
+#[async_trait]
+impl Transfers for RedisEngine {
+    async fn dead_letter(
+        &self,
+        _key: &QueueKey,
+        _handle: &str,
+        _reason: &str,
+        _now: Millis,
+    ) -> Result<Result<(), DeadLetterRefusal>, EngineError> {
+        Err(EngineError::Internal(
+            "dead-letter moves are not built yet".into(),
+        ))
+    }
+
+    async fn redrive(
+        &self,
+        _from: &QueueKey,
+        _seqs: &[u64],
+        _destination: Option<&QueueName>,
+        _now: Millis,
+    ) -> Result<Vec<RedriveOutcome>, EngineError> {
+        Err(EngineError::Internal("redrive is not built yet".into()))
+    }
+
+    async fn recover_transfers(&self, _now: Millis) -> Result<u64, EngineError> {
+        Ok(0)
     }
 }
 

@@ -2,12 +2,14 @@
 //! through the services and the engine; this module holds the helpers they share.
 #![allow(clippy::unwrap_used)]
 
+mod dead_letters;
 mod fifo;
 mod messages;
 mod queues;
 mod tenants;
 mod upkeep;
 
+pub use dead_letters::*;
 pub use fifo::*;
 pub use messages::*;
 pub use queues::*;

@@ -330,7 +330,15 @@ pub async fn invalid_input_changes_nothing(ctx: Ctx) {
             patch(|p| p.content_based_deduplication = Some(true)),
             "content_based_deduplication",
         ),
-        (patch(|p| p.redrive_policy_given = true), "redrive_policy"),
+        (
+            patch(|p| {
+                p.redrive_policy = Some(Some(sluice_services::RedrivePolicyInput {
+                    dead_letter_queue: "missing".into(),
+                    max_receive_count: 3,
+                }))
+            }),
+            "redrive_policy.dead_letter_queue",
+        ),
     ] {
         assert_eq!(field_of(s.put_queue(t, "q", p).await), field);
     }

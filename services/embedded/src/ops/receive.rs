@@ -68,6 +68,7 @@ impl EmbeddedEngine {
         Ok(ReceiveOutcome {
             messages,
             next_visible_at: pick.next_visible_at,
+            dead_lettered: 0,
         })
     }
 }

@@ -58,6 +58,7 @@ impl RedisEngine {
         Ok(ReceiveOutcome {
             messages,
             next_visible_at,
+            dead_lettered: 0,
         })
     }
 
