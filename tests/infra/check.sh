@@ -91,8 +91,12 @@ start_sluice() {
   mkdir -p "$work/$name"
   "$binary" serve --config "$config" --listen 127.0.0.1:0 --data-dir "$work/$name/data" "$@" \
     >"$work/$name/out" 2>"$work/$name/err" &
-  echo $! >>"$work/pids"
-  if ! wait_until 20 grep -q 'listening on' "$work/$name/out"; then
+  local pid=$!
+  echo $pid >>"$work/pids"
+  # A configuration it refuses ends the process at once: no need to wait out the deadline.
+  listening_or_exited() { grep -q 'listening on' "$work/$name/out" || ! kill -0 $pid; }
+  wait_until 20 listening_or_exited || true
+  if ! grep -q 'listening on' "$work/$name/out"; then
     echo "sluice did not start with $config:" >&2
     cat "$work/$name/err" >&2
     return 1
