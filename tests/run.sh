@@ -34,6 +34,7 @@ cargo test --workspace --locked --no-fail-fast "$@" 2>&1 | tee "$log"
 
 # Generated requests against the real binary: no 5xx, answers as the OpenAPI spec says.
 tests/api_fuzz.sh
+tests/infra/check.sh 2>&1 | tee -a "$log"
 
 # The spec validated and linted, and clients generated from it driving the real binary; its
 # checks print cargo-style "test result:" lines, counted below.
