@@ -31,7 +31,7 @@ use utoipa_swagger_ui::SwaggerUi;
         queues::delete_queue, queues::purge_queue,
         messages::send, messages::send_batch, messages::receive, messages::delete_message,
         messages::delete_batch, messages::change_visibility, messages::change_visibility_batch,
-        messages::peek,
+        messages::peek, messages::dead_letter,
         admin::create_tenant, admin::list_tenants, admin::get_tenant, admin::update_tenant,
         admin::delete_tenant, admin::mint_token,
         ops::healthz, ops::readyz, crate::metrics::render,
@@ -106,6 +106,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/queues/{queue}/messages/{receipt_handle}",
             axum::routing::delete(messages::delete_message).patch(messages::change_visibility),
+        )
+        .route(
+            "/v1/queues/{queue}/messages/{receipt_handle}/dead-letter",
+            post(messages::dead_letter),
         )
         .route(
             "/v1/admin/tenants",

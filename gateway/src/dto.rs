@@ -548,15 +548,38 @@ pub struct ReceiveInput {
     pub request_attempt_id: Option<String>,
 }
 
-/// Where a dead-lettered message came from (dead-letter queues are not built yet: always null).
+/// Why a message is in a dead-letter queue.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct DeadLetterInfo {
     /// The queue it was moved from.
     pub source_queue: String,
-    /// Why.
+    /// `max_receive_count_exceeded`, or the reason a consumer gave when it moved the message.
     pub reason: String,
-    /// Deliveries before the move.
+    /// Its receive count at the source when it moved.
     pub receive_count: u32,
+    /// When it moved.
+    #[schema(format = DateTime)]
+    pub moved_at: String,
+}
+
+impl From<sluice_engine::DeadLetter> for DeadLetterInfo {
+    fn from(dead: sluice_engine::DeadLetter) -> Self {
+        DeadLetterInfo {
+            source_queue: dead.source_queue.as_str().to_owned(),
+            reason: dead.reason,
+            receive_count: dead.receive_count,
+            moved_at: rfc3339(dead.moved_at),
+        }
+    }
+}
+
+/// A consumer's request to move a received message to its queue's dead-letter queue.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLetterInput {
+    /// Why: 1–256 characters, no control characters.
+    #[schema(min_length = 1, max_length = 256)]
+    pub reason: String,
 }
 
 /// A message.
@@ -621,7 +644,7 @@ impl From<MessageView> for Message {
             group_id: m.group_id,
             deduplication_id: m.deduplication_id,
             sequence_number: m.sequence_number,
-            dead_letter: None,
+            dead_letter: m.dead_letter.map(Into::into),
         }
     }
 }

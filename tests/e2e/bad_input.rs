@@ -57,6 +57,8 @@ async fn refused_requests_name_the_field_and_change_nothing() {
         (Method::PATCH, "/v1/queues/q", json!({"receive_wait_seconds": 21}), "receive_wait_seconds"),
         (Method::PATCH, "/v1/queues/q", json!({"content_based_deduplication": true}), "content_based_deduplication"),
         (Method::PATCH, "/v1/queues/q", json!({"redrive_policy": {"dead_letter_queue": "dlq", "max_receive_count": 3}}), "redrive_policy"),
+        (Method::PATCH, "/v1/queues/q", json!({"redrive_allow_policy": {"permission": "some"}}), "redrive_allow_policy"),
+        (Method::PATCH, "/v1/queues/q", json!({"retry_backoff": {"base_seconds": 5}}), "retry_backoff"),
         (Method::PATCH, "/v1/queues/q", json!({"visiblity_timeout_seconds": 5}), "visiblity_timeout_seconds"),
         (Method::PUT, "/v1/queues/bad%20name", json!({}), "queue"),
         (Method::PUT, "/v1/queues/orders.fifo", json!({"deduplication_scope": "tenant"}), "deduplication_scope"),

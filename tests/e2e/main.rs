@@ -5,6 +5,7 @@ mod admin_and_auth;
 mod bad_input;
 mod config;
 mod connections;
+mod dead_letters;
 mod disk_failure;
 mod fifo;
 mod harness;

@@ -229,6 +229,7 @@ fn operation_ids_are_unique_readable_and_stable() {
             "check_health",
             "check_readiness",
             "create_tenant",
+            "dead_letter_message",
             "delete_message",
             "delete_message_batch",
             "delete_queue",

@@ -8,8 +8,8 @@ use crate::dto::responses::{
     UnsupportedMediaType,
 };
 use crate::dto::{
-    BatchOutput, BatchSuccess, DeleteBatch, Message, MessageList, PeekQuery, PeekState,
-    ReceiveInput, SendBatch, SendBatchOutput, SendBatchSuccess, SendMessage, SendOutput,
+    BatchOutput, BatchSuccess, DeadLetterInput, DeleteBatch, Message, MessageList, PeekQuery,
+    PeekState, ReceiveInput, SendBatch, SendBatchOutput, SendBatchSuccess, SendMessage, SendOutput,
     VisibilityBatch, VisibilityInput,
 };
 use crate::error::{ApiError, ErrorBody};
@@ -157,6 +157,37 @@ fn batch_output(outcome: BatchOutcome<()>) -> BatchOutput {
             .collect(),
         failed: outcome.failed.into_iter().map(failure_output).collect(),
     }
+}
+
+/// Moves a received message to the queue's dead-letter queue at once, with a reason: a
+/// permanent failure needs no more retries.
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages/{receipt_handle}/dead-letter", tag = "messages", operation_id = "dead_letter_message",
+    params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"), ("receipt_handle" = String, Path, description = "The receipt handle of the latest receive of the message")),
+    request_body = DeadLetterInput,
+    responses(
+        (status = 204, description = "Moved: the message is now in the dead-letter queue, with `dead_letter.reason` set"),
+        (status = 400, description = "`ReceiptHandleInvalid`, `ValidationError` or `MalformedRequest`: the handle, queue name or reason is invalid", body = ErrorBody),
+        (status = 401, response = Unauthenticated),
+        (status = 429, response = RateLimited),
+        (status = 403, response = Forbidden),
+        (status = 404, response = QueueNotFound),
+        (status = 409, description = "`Conflict`: the queue has no `redrive_policy` (or its dead-letter queue is gone)", body = ErrorBody),
+        (status = 410, description = "`ReceiptHandleStale`: the message was delivered again, or is already gone", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType)),
+    security(("bearer" = [])))]
+pub async fn dead_letter(
+    caller: Caller,
+    State(state): State<AppState>,
+    PathParams((queue, handle)): PathParams<(String, String)>,
+    Json(input, ..): Json<DeadLetterInput>,
+) -> Result<StatusCode, ApiError> {
+    let tenant = caller.tenant_with(Scope::MessagesConsume)?;
+    state
+        .services
+        .dead_letter_message(tenant, &queue, &handle, &input.reason)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Deletes up to ten messages; each entry succeeds or fails on its own.

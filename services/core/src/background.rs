@@ -1,6 +1,6 @@
-//! Background work: the periodic jobs a gateway runs beside its requests (retention expiry, the
-//! queue-gauge sampler; later redrive tasks, transfer recovery and payload collection), and the
-//! supervisor that runs each of them.
+//! Background work: the periodic jobs a gateway runs beside its requests (retention expiry,
+//! recovery of interrupted moves between queues, the queue-gauge sampler; later redrive tasks
+//! and payload collection), and the supervisor that runs each of them.
 //!
 //! A job is one round of work repeated on a period. The supervisor runs every round as its own
 //! task, so a round that panics is caught like one that fails: both are logged with the job's
@@ -10,7 +10,8 @@
 //! comes from the services' clock, so tests move it instead of waiting.
 //!
 //! Every job here is safe to run on several gateways over one store at once: retention expiry
-//! is idempotent (a message expires once, whoever removes it), and sampling only reads.
+//! is idempotent (a message expires once, whoever removes it), transfer recovery completes each
+//! interrupted move exactly once (the engine's steps are idempotent), and sampling only reads.
 
 use crate::{ServiceError, Services};
 use sluice_engine::Clock;
@@ -34,8 +35,8 @@ pub struct Background {
 }
 
 impl Background {
-    /// Starts the standard jobs over `services`: retention expiry every `expiry_period`, and
-    /// the queue-gauge sampler every `sample_period`.
+    /// Starts the standard jobs over `services`: retention expiry and transfer recovery every
+    /// `expiry_period`, and the queue-gauge sampler every `sample_period`.
     pub fn start(services: &Services, expiry_period: Duration, sample_period: Duration) -> Self {
         let clock = services.clock().clone();
         let expiry = {
@@ -47,6 +48,18 @@ impl Background {
                 move || {
                     let services = services.clone();
                     Box::pin(async move { services.expire_once().await })
+                },
+            )
+        };
+        let recovery = {
+            let services = services.clone();
+            supervise(
+                "transfer_recovery",
+                expiry_period,
+                clock.clone(),
+                move || {
+                    let services = services.clone();
+                    Box::pin(async move { services.recover_transfers_once().await })
                 },
             )
         };
@@ -68,7 +81,7 @@ impl Background {
             })
         };
         Self {
-            jobs: vec![expiry, sampler],
+            jobs: vec![expiry, recovery, sampler],
         }
     }
 

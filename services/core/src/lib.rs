@@ -129,6 +129,16 @@ impl Services {
 
     /// One round of retention expiry over the whole store (run by the background job, see
     /// [`Background`]). Idempotent, so several gateways may run it against one store.
+    /// One round of transfer recovery: completes moves between queues that a crash
+    /// interrupted (only engines whose moves take several steps have any).
+    pub(crate) async fn recover_transfers_once(&self) -> Result<(), ServiceError> {
+        let completed = self.engine.recover_transfers(self.clock.now()).await?;
+        if completed > 0 {
+            tracing::info!(completed, "completed interrupted moves between queues");
+        }
+        Ok(())
+    }
+
     pub(crate) async fn expire_once(&self) -> Result<(), ServiceError> {
         let expired = self.engine.expire(self.clock.now()).await?;
         if expired > 0 {
