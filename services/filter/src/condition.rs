@@ -26,10 +26,15 @@ impl<'a> Scalar<'a> {
     }
 }
 
-/// Rounds to SNS's numeric precision (five decimal places), scaled so that equality of the
-/// results is equality "to five decimals".
+/// Rounds to SNS's numeric precision (five decimal places), so equal results mean "equal to
+/// five decimals". Rounding is monotonic, so ranges compare the same way. Beyond 1e15 an f64
+/// has no fractional digits left to round (and scaling could overflow), so it is kept as is.
 pub(crate) fn quantise(number: f64) -> f64 {
-    (number * 100_000.0).round()
+    if number.abs() < 1e15 {
+        (number * 100_000.0).round() / 100_000.0
+    } else {
+        number
+    }
 }
 
 /// One end of a numeric range, already quantised.

@@ -201,6 +201,15 @@ fn exact_numbers_on_bodies() {
         ],
     );
     check_body(
+        r#"{"huge": [1e300]}"#,
+        &[
+            (r#"{"huge": 1e300}"#, true),
+            (r#"{"huge": 1e299}"#, false),
+            (r#"{"huge": 1.7e308}"#, false),
+            (r#"{"huge": 1e305}"#, false),
+        ],
+    );
+    check_body(
         r#"{"big": [123456789]}"#,
         &[
             (r#"{"big": 123456789}"#, true),
