@@ -3,6 +3,30 @@
 //! policy then matches many messages without re-parsing, never panics on any input, and can
 //! explain a mismatch ([`Mismatch`]) for the dashboard's policy tester.
 //!
+//! ```
+//! use std::collections::BTreeMap;
+//! use sluice_filter::{AttributeValue, FilterPolicy, FilterScope};
+//!
+//! let policy = FilterPolicy::parse(
+//!     r#"{"store": ["example_corp"], "price": [{"numeric": [">=", 0, "<", 150]}]}"#,
+//!     FilterScope::Attributes,
+//! )?;
+//! let message = BTreeMap::from([
+//!     ("store".to_owned(), AttributeValue::new("String", "example_corp")),
+//!     ("price".to_owned(), AttributeValue::new("Number", "99.5")),
+//! ]);
+//! assert!(policy.matches_attributes(&message));
+//!
+//! let body_policy = FilterPolicy::parse(r#"{"order": {"kind": [{"prefix": "gift"}]}}"#, FilterScope::Body)?;
+//! assert!(body_policy.matches_body(r#"{"order": {"kind": "gift-card"}}"#));
+//! let why = body_policy.explain_body(r#"{"order": {}}"#).unwrap_err();
+//! assert_eq!(why.to_string(), r#"key "order.kind" is missing"#);
+//!
+//! let error = FilterPolicy::parse(r#"{"store": "example_corp"}"#, FilterScope::Attributes).unwrap_err();
+//! assert!(error.to_string().starts_with("filter_policy: "));
+//! # Ok::<(), sluice_filter::PolicyError>(())
+//! ```
+//!
 //! Modules: `parse` (validation, limits, compilation and `$or` expansion), `condition`
 //! (one compiled condition judging one scalar), `cidr` (IP networks), `attributes` (the
 //! attribute input types), `body` (path lookup in JSON bodies), `mismatch` (explanations),
@@ -117,7 +141,7 @@ pub trait PolicySource {
 
 impl PolicySource for Value {
     fn compile(&self, scope: FilterScope) -> Result<FilterPolicy, PolicyError> {
-        let alternatives = parse::compile(self, scope)?;
+        let alternatives = parse::compile(self, scope, None)?;
         Ok(FilterPolicy {
             scope,
             alternatives,
@@ -133,7 +157,11 @@ impl PolicySource for str {
             serde_json::from_str(self).map_err(|error| PolicyError::InvalidJson {
                 reason: error.to_string(),
             })?;
-        value.compile(scope)
+        let alternatives = parse::compile(&value, scope, Some(self.len()))?;
+        Ok(FilterPolicy {
+            scope,
+            alternatives,
+        })
     }
 }
 

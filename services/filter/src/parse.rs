@@ -41,14 +41,23 @@ enum Entry {
 }
 
 /// Validates `policy` and compiles it into alternatives (any one matching suffices).
-pub(crate) fn compile(policy: &Value, scope: FilterScope) -> Result<Vec<Alternative>, PolicyError> {
+/// `text_size` is the size of the text it was parsed from, already checked; without it the
+/// value's compact JSON is measured.
+pub(crate) fn compile(
+    policy: &Value,
+    scope: FilterScope,
+    text_size: Option<usize>,
+) -> Result<Vec<Alternative>, PolicyError> {
     let Value::Object(map) = policy else {
         return Err(PolicyError::NotAnObject);
     };
     let entries = build_object(map, scope, 0)?;
-    // Every level is bounded by MAX_POLICY_DEPTH by now, so serialising cannot recurse deeply.
-    let size = serde_json::to_vec(policy).map_or(usize::MAX, |bytes| bytes.len());
-    check_size(size)?;
+    if text_size.is_none() {
+        // Every level is bounded by MAX_POLICY_DEPTH by now, so serialising cannot recurse
+        // deeply.
+        let size = serde_json::to_vec(policy).map_or(usize::MAX, |bytes| bytes.len());
+        check_size(size)?;
+    }
     let combinations = count_combinations(&entries, 1);
     if combinations > MAX_COMBINATIONS {
         return Err(PolicyError::TooComplex { combinations });

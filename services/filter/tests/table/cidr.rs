@@ -124,3 +124,33 @@ fn several_networks_are_alternatives() {
         ],
     );
 }
+
+#[test]
+fn cidr_inside_a_nested_or() {
+    // AWS-recorded: messages 1 and 3 pass, 2 (not an address) and 4 (outside) do not.
+    let policy = r#"{"detail": {"$or": [
+        {"sourceIPAddress": [{"cidr": "10.0.0.0/24"}]},
+        {"sourceIPAddressV6": [{"cidr": "2001:db8:1234:1a00::/64"}]}
+    ]}}"#;
+    check_body(
+        policy,
+        &[
+            (
+                r#"{"id": "1", "detail": {"sourceIPAddress": "10.0.0.255"}}"#,
+                true,
+            ),
+            (
+                r#"{"id": "2", "detail": {"sourceIPAddress": "10.0.0.256"}}"#,
+                false,
+            ),
+            (
+                r#"{"id": "3", "detail": {"sourceIPAddressV6": "2001:0db8:1234:1a00:0000:0000:0000:0000"}}"#,
+                true,
+            ),
+            (
+                r#"{"id": "4", "detail": {"sourceIPAddressV6": "2001:0db8:123f:1a01:0000:0000:0000:0000"}}"#,
+                false,
+            ),
+        ],
+    );
+}
