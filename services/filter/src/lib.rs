@@ -63,6 +63,9 @@
 //!   `{"anything-but": "a"}` and `["a"]` does not. (AWS's documentation leaves this open.)
 //! * **Arrays of objects** in the body: each key is satisfied independently by any element;
 //!   two keys need not be satisfied by the same element.
+//! * **`cidr`** matches address strings of the network's family only (an IPv4-mapped IPv6
+//!   address does not match an IPv4 network).
+//! * **`{}`** matches every message (in the body scope, every JSON object body).
 //!
 //! # Validation and limits
 //!
@@ -73,7 +76,8 @@
 //! [`MAX_COMBINATIONS`] combinations, counted as SNS counts them: every list of conditions
 //! contributes its length times its nesting depth (1 at the top level; this is AWS's
 //! documented worked example, `3 × 4 × 2 × 3 = 72`, and what AWS enforces), keys multiply,
-//! and the branches of an `$or` add up. `numeric` operands must lie within ±1e9.
+//! and the branches of an `$or` add up. `numeric` operands must lie within ±1e9; exact
+//! number values are not range-checked (AWS accepts them).
 //! Nesting deeper than [`MAX_POLICY_DEPTH`] objects is rejected. CIDR host bits are masked
 //! off rather than rejected.
 

@@ -61,3 +61,15 @@ fn attributes_scope_ignores_body_like_nesting() {
         ],
     );
 }
+
+#[test]
+fn the_empty_policy_matches_every_attribute_set() {
+    check_attributes(
+        "{}",
+        &[
+            (&[], true),
+            (&[("k", "Binary", "x")], true),
+            (&[("k", "String", "v")], true),
+        ],
+    );
+}
