@@ -213,6 +213,10 @@ fn numeric_grammar() {
             expected,
         );
     }
+    assert!(accepted(
+        r#"{"key": [1e12, {"anything-but": -1e12}]}"#,
+        FilterScope::Body
+    ));
     rejected_in_both(
         r#"{"key": [{"numeric": ">"}]}"#,
         "numeric match pattern must be an array",
