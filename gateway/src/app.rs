@@ -3,7 +3,7 @@
 
 use crate::dto::responses;
 use crate::error::{ApiError, REQUEST_ID};
-use crate::routes::{admin, messages, ops, queues};
+use crate::routes::{admin, messages, ops, queues, redrive};
 use crate::state::AppState;
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, Uri};
@@ -32,6 +32,8 @@ use utoipa_swagger_ui::SwaggerUi;
         messages::send, messages::send_batch, messages::receive, messages::delete_message,
         messages::delete_batch, messages::change_visibility, messages::change_visibility_batch,
         messages::peek, messages::dead_letter,
+        redrive::start_redrive, redrive::list_redrive_tasks, redrive::get_redrive_task,
+        redrive::cancel_redrive_task,
         admin::create_tenant, admin::list_tenants, admin::get_tenant, admin::update_tenant,
         admin::delete_tenant, admin::mint_token,
         ops::healthz, ops::readyz, crate::metrics::render,
@@ -40,7 +42,8 @@ use utoipa_swagger_ui::SwaggerUi;
         schemas(crate::dto::PeekState),
         responses(
             responses::BadRequest, responses::Unauthenticated, responses::Forbidden,
-            responses::QueueNotFound, responses::TenantNotFound, responses::PayloadTooLarge,
+            responses::QueueNotFound, responses::TenantNotFound, responses::TaskNotFound,
+            responses::PayloadTooLarge,
             responses::UnsupportedMediaType, responses::RateLimited,
         )
     ),
@@ -48,6 +51,7 @@ use utoipa_swagger_ui::SwaggerUi;
     tags(
         (name = "queues", description = "Create, configure, list, purge and delete queues (scope `queues:manage`; reads also with `messages:send` or `messages:consume`)"),
         (name = "messages", description = "Send (scope `messages:send`), receive, delete, change visibility and peek (scope `messages:consume`)"),
+        (name = "redrive", description = "Move a dead-letter queue's messages back to their source queues, or to another queue, at a bounded rate (scope `queues:manage`)"),
         (name = "admin", description = "Tenants, their quotas, and tokens for them (scope `admin`)"),
         (name = "operations", description = "Liveness and readiness probes, and Prometheus metrics (no auth)"),
     )
@@ -110,6 +114,12 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/queues/{queue}/messages/{receipt_handle}/dead-letter",
             post(messages::dead_letter),
+        )
+        .route("/v1/queues/{queue}/redrive", post(redrive::start_redrive))
+        .route("/v1/redrive-tasks", get(redrive::list_redrive_tasks))
+        .route(
+            "/v1/redrive-tasks/{id}",
+            get(redrive::get_redrive_task).delete(redrive::cancel_redrive_task),
         )
         .route(
             "/v1/admin/tenants",

@@ -6,7 +6,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use sluice_engine::{DeduplicationScope, MessageAttribute, Millis, Quotas, TenantRecord};
 use sluice_services::{
     MessageView, QueueConfigPatch, QueueView, RedriveAllowPolicyInput, RedrivePolicyInput,
-    RetryBackoffInput, SendRequest, SendResult,
+    RedriveStatus, RedriveTask, RetryBackoffInput, SendRequest, SendResult,
 };
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
@@ -324,6 +324,95 @@ pub struct QueueList {
 pub struct ListQueuesQuery {
     /// Only names starting with this.
     pub prefix: Option<String>,
+    /// 1–1000, default 100.
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
+    /// From the previous page.
+    pub next_token: Option<String>,
+}
+
+/// Body of `POST /v1/queues/{dlq}/redrive`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedriveInput {
+    /// Where to move the messages: a queue of the same kind. Default: each message's
+    /// `dead_letter.source_queue`.
+    pub destination: Option<String>,
+    /// 1–500, default 500.
+    #[schema(minimum = 1, maximum = 500)]
+    pub max_messages_per_second: Option<u32>,
+}
+
+/// A redrive task: moving a dead-letter queue's messages back out, at a bounded rate.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RedriveTaskOutput {
+    /// Opaque id.
+    pub id: String,
+    /// The dead-letter queue being emptied.
+    pub source: String,
+    /// Where messages go; `null`: each message's `dead_letter.source_queue`.
+    pub destination: Option<String>,
+    /// `running`, `completed`, `cancelled` or `failed`.
+    pub status: String,
+    /// Messages moved so far.
+    pub moved: u64,
+    /// Messages that could not move (their source queue is gone, or they never had one); they
+    /// stay in the dead-letter queue.
+    pub failed: u64,
+    /// The dead-letter queue's depth when the task started.
+    pub to_move: u64,
+    /// The rate limit.
+    pub max_messages_per_second: u32,
+    /// When it started.
+    #[schema(format = DateTime)]
+    pub started_at: String,
+    /// When it ended; `null` while running.
+    #[schema(format = DateTime)]
+    pub finished_at: Option<String>,
+    /// Why it failed (`failed` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl From<RedriveTask> for RedriveTaskOutput {
+    fn from(task: RedriveTask) -> Self {
+        RedriveTaskOutput {
+            id: task.id,
+            source: task.source.as_str().to_owned(),
+            destination: task.destination.map(|d| d.as_str().to_owned()),
+            status: match task.status {
+                RedriveStatus::Running => "running",
+                RedriveStatus::Completed => "completed",
+                RedriveStatus::Cancelled => "cancelled",
+                RedriveStatus::Failed => "failed",
+            }
+            .to_owned(),
+            moved: task.moved,
+            failed: task.failed,
+            to_move: task.to_move,
+            max_messages_per_second: task.max_messages_per_second,
+            started_at: rfc3339(task.started_at),
+            finished_at: task.finished_at.map(rfc3339),
+            error: task.error,
+        }
+    }
+}
+
+/// One page of redrive tasks.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RedriveTaskList {
+    /// Oldest first.
+    pub tasks: Vec<RedriveTaskOutput>,
+    /// Pass as `next_token` for the next page; `null` on the last.
+    pub next_token: Option<String>,
+}
+
+/// Query of `GET /v1/redrive-tasks`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListRedriveTasksQuery {
+    /// Only this dead-letter queue's tasks.
+    pub queue: Option<String>,
     /// 1–1000, default 100.
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
@@ -889,6 +978,10 @@ pub mod responses {
     /// `TenantNotFound`: no tenant has this id.
     #[derive(ToResponse)]
     pub struct TenantNotFound(pub ErrorBody);
+
+    /// `TaskNotFound`: the tenant has no redrive task with this id.
+    #[derive(ToResponse)]
+    pub struct TaskNotFound(pub ErrorBody);
 
     /// `PayloadTooLarge`: the request body is larger than this operation reads.
     #[derive(ToResponse)]

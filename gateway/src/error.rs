@@ -58,7 +58,7 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// A stable machine-readable code: `ValidationError`, `MalformedRequest`,
-    /// `Unauthenticated`, `Forbidden`, `QueueNotFound`, `TenantNotFound`, `NotFound`,
+    /// `Unauthenticated`, `Forbidden`, `QueueNotFound`, `TenantNotFound`, `TaskNotFound`, `NotFound`,
     /// `MethodNotAllowed`, `Conflict`, `PayloadTooLarge`, `UnsupportedMediaType`, `QueueFull`,
     /// `QuotaExceeded`, `RateLimited`, `ReceiptHandleInvalid`, `ReceiptHandleStale`, `Unavailable` or
     /// `Internal`.
@@ -78,6 +78,7 @@ impl ApiError {
                 S::Validation { .. } => (StatusCode::BAD_REQUEST, "ValidationError", false),
                 S::QueueNotFound => (StatusCode::NOT_FOUND, "QueueNotFound", false),
                 S::TenantNotFound => (StatusCode::NOT_FOUND, "TenantNotFound", false),
+                S::TaskNotFound => (StatusCode::NOT_FOUND, "TaskNotFound", false),
                 S::Conflict(_) => (StatusCode::CONFLICT, "Conflict", false),
                 S::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", false),
                 S::QueueFull => (StatusCode::TOO_MANY_REQUESTS, "QueueFull", true),

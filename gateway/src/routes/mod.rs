@@ -5,6 +5,7 @@ pub mod admin;
 pub mod messages;
 pub mod ops;
 pub mod queues;
+pub mod redrive;
 
 use crate::dto::BatchFailureOutput;
 use crate::error::{current_request_id, ApiError};

@@ -116,6 +116,9 @@ macro_rules! engine_suite {
             redrive_moves_dead_letters_back,
             retry_backoff_spaces_redeliveries,
             redrive_policies_are_validated,
+            // Records (cases/records.rs)
+            records_are_compare_and_set,
+            message_seqs_walk_a_queue_in_order,
             // Upkeep (cases/upkeep.rs)
             retention_expires_messages,
             // FIFO queues (cases/fifo.rs)

@@ -1,6 +1,6 @@
 //! Background work: the periodic jobs a gateway runs beside its requests (retention expiry,
-//! recovery of interrupted moves between queues, the queue-gauge sampler; later redrive tasks
-//! and payload collection), and the supervisor that runs each of them.
+//! recovery of interrupted moves between queues, redrive tasks, the queue-gauge sampler; later
+//! payload collection), and the supervisor that runs each of them.
 //!
 //! A job is one round of work repeated on a period. The supervisor runs every round as its own
 //! task, so a round that panics is caught like one that fails: both are logged with the job's
@@ -11,7 +11,8 @@
 //!
 //! Every job here is safe to run on several gateways over one store at once: retention expiry
 //! is idempotent (a message expires once, whoever removes it), transfer recovery completes each
-//! interrupted move exactly once (the engine's steps are idempotent), and sampling only reads.
+//! interrupted move exactly once (the engine's steps are idempotent), a redrive task is worked
+//! on by the one gateway holding its lease (see `redrive.rs`), and sampling only reads.
 
 use crate::{ServiceError, Services};
 use sluice_engine::Clock;
@@ -36,7 +37,8 @@ pub struct Background {
 
 impl Background {
     /// Starts the standard jobs over `services`: retention expiry and transfer recovery every
-    /// `expiry_period`, and the queue-gauge sampler every `sample_period`.
+    /// `expiry_period`, redrive tasks every [`ROUND_PERIOD`](crate::ROUND_PERIOD), and the
+    /// queue-gauge sampler every `sample_period`.
     pub fn start(services: &Services, expiry_period: Duration, sample_period: Duration) -> Self {
         let clock = services.clock().clone();
         let expiry = {
@@ -63,6 +65,18 @@ impl Background {
                 },
             )
         };
+        let redrive = {
+            let services = services.clone();
+            supervise(
+                "redrive_tasks",
+                crate::redrive::ROUND_PERIOD,
+                clock.clone(),
+                move || {
+                    let services = services.clone();
+                    Box::pin(async move { services.advance_redrive_tasks().await })
+                },
+            )
+        };
         let sampler = {
             let services = services.clone();
             // Series seen by the last walk, so the next one can zero those that went away.
@@ -81,7 +95,7 @@ impl Background {
             })
         };
         Self {
-            jobs: vec![expiry, recovery, sampler],
+            jobs: vec![expiry, recovery, redrive, sampler],
         }
     }
 

@@ -21,6 +21,9 @@ pub enum ServiceError {
     /// The tenant does not exist.
     #[error("tenant not found")]
     TenantNotFound,
+    /// No redrive task of the tenant has that id.
+    #[error("redrive task not found")]
+    TaskNotFound,
     /// The request conflicts with the current state.
     #[error("{0}")]
     Conflict(String),

@@ -13,6 +13,7 @@ mod md5;
 mod messages;
 mod metrics;
 mod queues;
+mod redrive;
 mod tenants;
 mod validate;
 
@@ -27,6 +28,7 @@ pub use queues::{
     QueueConfigPatch, QueuePage, QueueView, RedriveAllowPolicyInput, RedrivePolicyInput,
     RetryBackoffInput,
 };
+pub use redrive::{RedriveStatus, RedriveTask, RedriveTaskPage, ROUND_PERIOD};
 pub use tenants::TenantPage;
 pub use validate::{validate_batch_ids, MAX_BATCH_ENTRIES};
 
@@ -58,6 +60,8 @@ pub struct Services {
     limiter: Arc<dyn RateLimiter>,
     /// Set once the process begins to stop: readiness fails, long polls answer at once.
     stopping: Arc<tokio::sync::watch::Sender<bool>>,
+    /// Names this process in the leases of the background work it takes on.
+    instance_id: Arc<String>,
 }
 
 impl Services {
@@ -71,6 +75,7 @@ impl Services {
             metric_labels: metrics::MetricLabels { per_queue: true },
             limiter: Arc::new(LocalRateLimiter::new()),
             stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
+            instance_id: Arc::new(uuid::Uuid::new_v4().to_string()),
         }
     }
 

@@ -124,6 +124,15 @@ impl QueueState {
     }
 
     /// Adds a message found on disk at start-up (`group` matters on FIFO queues only).
+    /// Stored messages' seqs above `after`, ascending, at most `limit`.
+    pub(crate) fn seqs_after(&self, after: u64, limit: usize) -> Vec<u64> {
+        self.messages
+            .range((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded))
+            .take(limit)
+            .map(|(&seq, _)| seq)
+            .collect()
+    }
+
     pub(crate) fn load(
         &mut self,
         seq: u64,

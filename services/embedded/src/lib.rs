@@ -56,7 +56,7 @@ use catalog::{QueueMap, TenantMap, TombstoneMap};
 use sluice_engine::{
     DeadLetterRefusal, EngineError, HandleError, HandleKey, MessageState, Messages, Millis,
     NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas,
-    ReceiveOutcome, RedriveOutcome, SendRejection, SentMessage, StoredMessage, TenantId,
+    ReceiveOutcome, Record, Records, RedriveOutcome, SeqScan, SendRejection, SentMessage, StoredMessage, TenantId,
     TenantRecord, Tenants, Transfers, Upkeep,
 };
 use std::path::Path;
@@ -312,8 +312,53 @@ impl Transfers for EmbeddedEngine {
         Err(EngineError::Internal("redrive is not built yet".into()))
     }
 
+    async fn message_seqs(
+        &self,
+        key: &QueueKey,
+        after: u64,
+        limit: usize,
+    ) -> Result<SeqScan, EngineError> {
+        self.message_seqs(key, after, limit).await
+    }
+
     async fn recover_transfers(&self, _now: Millis) -> Result<u64, EngineError> {
         Ok(0)
+    }
+}
+
+#[async_trait]
+impl Records for EmbeddedEngine {
+    async fn get_record(&self, kind: &str, key: &str) -> Result<Option<Record>, EngineError> {
+        self.get_record(kind, key).await
+    }
+
+    async fn put_record(
+        &self,
+        kind: &str,
+        key: &str,
+        value: String,
+        expected: Option<u64>,
+    ) -> Result<Option<u64>, EngineError> {
+        self.put_record(kind, key, value, expected).await
+    }
+
+    async fn delete_record(
+        &self,
+        kind: &str,
+        key: &str,
+        expected: u64,
+    ) -> Result<bool, EngineError> {
+        self.delete_record(kind, key, expected).await
+    }
+
+    async fn list_records(
+        &self,
+        kind: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Record)>, EngineError> {
+        self.list_records(kind, prefix, after, limit).await
     }
 }
 

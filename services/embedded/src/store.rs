@@ -15,6 +15,7 @@
 //! | `msg_body`  | `(uid, seq)`         | [`BodyRecord`] (large: read only on delivery)  |
 //! | `dedup`     | `(uid, group, id)`   | `(accepted_at, seq, message_id)`               |
 //! | `secrets`   | `&str`               | raw bytes: the receipt-handle key (`secret.rs`) |
+//! | `records`   | `(kind, key)`        | `(version, value)`: the services' small records (`ops/records.rs`) |
 //!
 //! Messages are keyed by the queue's `uid`, not its name, so deleting and re-creating a name
 //! never mixes the two incarnations' messages, and a whole queue is one contiguous key range.
@@ -28,7 +29,7 @@
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use sluice_engine::{
-    DeduplicationScope, EngineError, MessageAttribute, Millis, QueueConfig, TenantRecord,
+    DeduplicationScope, EngineError, MessageAttribute, Millis, QueueConfig, Record, TenantRecord,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
@@ -53,6 +54,8 @@ const QUEUE_SEQ: TableDefinition<u64, u64> = TableDefinition::new("queue_seq");
 const MSG_META: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("msg_meta");
 const MSG_BODY: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("msg_body");
 const DEDUP: TableDefinition<(u64, &str, &str), (u64, u64, &str)> = TableDefinition::new("dedup");
+/// New tables need no format bump (see `TOMBSTONES`).
+const RECORDS: TableDefinition<(&str, &str), (u64, &str)> = TableDefinition::new("records");
 
 /// postcard is not self-describing: any change to a record's fields must bump this, and a file
 /// written in another format is refused rather than misread.
@@ -168,6 +171,17 @@ pub(crate) enum WriteOp {
     Purge {
         uid: u64,
         below: u64,
+    },
+    /// One of the services' records, at `version`.
+    PutRecord {
+        kind: String,
+        key: String,
+        version: u64,
+        value: String,
+    },
+    DeleteRecord {
+        kind: String,
+        key: String,
     },
 }
 
@@ -702,6 +716,65 @@ impl Store {
         result
     }
 
+    /// One of the services' records, as last committed.
+    pub(crate) fn read_record(&self, kind: &str, key: &str) -> Result<Option<Record>, EngineError> {
+        let db = self.db()?;
+        let txn = db.begin_read().map_err(storage)?;
+        let table = match txn.open_table(RECORDS) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(storage(e)),
+        };
+        Ok(table.get((kind, key)).map_err(storage)?.map(|row| {
+            let (version, value) = row.value();
+            Record {
+                version,
+                value: value.to_owned(),
+            }
+        }))
+    }
+
+    /// Records of `kind` whose keys start with `prefix`, after `after`, in key order.
+    pub(crate) fn read_records(
+        &self,
+        kind: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Record)>, EngineError> {
+        let db = self.db()?;
+        let txn = db.begin_read().map_err(storage)?;
+        let table = match txn.open_table(RECORDS) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(storage(e)),
+        };
+        let start = match after {
+            Some(after) if after >= prefix => Bound::Excluded((kind, after)),
+            _ => Bound::Included((kind, prefix)),
+        };
+        let mut out = Vec::new();
+        for row in table.range::<(&str, &str)>((start, Bound::Unbounded)).map_err(storage)? {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = row.map_err(storage)?;
+            let (row_kind, row_key) = k.value();
+            if row_kind != kind || !row_key.starts_with(prefix) {
+                break;
+            }
+            let (version, value) = v.value();
+            out.push((
+                row_key.to_owned(),
+                Record {
+                    version,
+                    value: value.to_owned(),
+                },
+            ));
+        }
+        Ok(out)
+    }
+
     fn read_from(
         db: &Database,
         uid: u64,
@@ -968,7 +1041,9 @@ fn removal(op: WriteOp) -> Option<WriteOp> {
         WriteOp::Insert { .. }
         | WriteOp::PutTenant { .. }
         | WriteOp::DeleteTenant { .. }
-        | WriteOp::PutQueue { .. } => None,
+        | WriteOp::PutQueue { .. }
+        | WriteOp::PutRecord { .. }
+        | WriteOp::DeleteRecord { .. } => None,
     }
 }
 
@@ -1008,6 +1083,8 @@ fn apply_all<'a>(
     let mut meta = txn.open_table(MSG_META)?;
     let mut body = txn.open_table(MSG_BODY)?;
     let mut dedup = txn.open_table(DEDUP)?;
+    // Opened only by the rare commits that carry a record.
+    let mut records = None;
     for op in ops {
         match op {
             WriteOp::PutTenant { id, record } => {
@@ -1065,6 +1142,27 @@ fn apply_all<'a>(
                 let range = (*uid, 0)..(*uid, *below);
                 meta.retain_in(range.clone(), |_, _| false)?;
                 body.retain_in(range, |_, _| false)?;
+            }
+            WriteOp::PutRecord {
+                kind,
+                key,
+                version,
+                value,
+            } => {
+                if records.is_none() {
+                    records = Some(txn.open_table(RECORDS)?);
+                }
+                if let Some(table) = records.as_mut() {
+                    table.insert((kind.as_str(), key.as_str()), (*version, value.as_str()))?;
+                }
+            }
+            WriteOp::DeleteRecord { kind, key } => {
+                if records.is_none() {
+                    records = Some(txn.open_table(RECORDS)?);
+                }
+                if let Some(table) = records.as_mut() {
+                    table.remove((kind.as_str(), key.as_str()))?;
+                }
             }
         }
     }

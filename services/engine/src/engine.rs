@@ -3,8 +3,8 @@
 
 use crate::{
     DeadLetterRefusal, EngineError, HandleError, MessageState, Millis, NewMessage, QueueConfig,
-    QueueInfo, QueueKey, QueueName, Quotas, ReceiveOutcome, RedriveOutcome, SendRejection,
-    SentMessage, StoredMessage, TenantId, TenantRecord,
+    QueueInfo, QueueKey, QueueName, Quotas, ReceiveOutcome, Record, RedriveOutcome, SendRejection,
+    SentMessage, SeqScan, StoredMessage, TenantId, TenantRecord,
 };
 use async_trait::async_trait;
 
@@ -100,11 +100,11 @@ impl QueueListener {
 ///   answers [`EngineError::QueueNotFound`] (before looking at its handles or messages).
 ///
 /// The operations are grouped by capability — [`Tenants`], [`Queues`], [`Messages`],
-/// [`Transfers`] and [`Upkeep`] — so that code which needs one capability can ask for it
+/// [`Transfers`], [`Records`] and [`Upkeep`] — so that code which needs one capability can ask for it
 /// alone. `Engine` is implemented for every type that has all of them.
-pub trait Engine: Tenants + Queues + Messages + Transfers + Upkeep {}
+pub trait Engine: Tenants + Queues + Messages + Transfers + Records + Upkeep {}
 
-impl<T: Tenants + Queues + Messages + Transfers + Upkeep> Engine for T {}
+impl<T: Tenants + Queues + Messages + Transfers + Records + Upkeep> Engine for T {}
 
 /// The tenant catalog: records, quotas and tombstones.
 ///
@@ -293,10 +293,58 @@ pub trait Transfers: Send + Sync + 'static {
         now: Millis,
     ) -> Result<Vec<RedriveOutcome>, EngineError>;
 
+    /// The seqs of the queue's stored messages (any state) above `after`, ascending, at most
+    /// `limit`; with how far the engine looked (pass it as the next `after`: an engine may stop
+    /// early so one call stays cheap, answering fewer seqs without having reached the end)
+    /// and the highest seq the queue has handed out (everything stored later gets a greater
+    /// one). What redrive tasks walk a dead-letter queue with.
+    async fn message_seqs(
+        &self,
+        key: &QueueKey,
+        after: u64,
+        limit: usize,
+    ) -> Result<SeqScan, EngineError>;
+
     /// Completes moves that a crash interrupted part way (on engines whose moves take
     /// several steps), each exactly once; answers how many it completed. Cheap when there
     /// are none. Safe to run on several gateways at once.
     async fn recover_transfers(&self, now: Millis) -> Result<u64, EngineError>;
+}
+
+/// Small durable records the services keep beside the queues (redrive tasks): a versioned map
+/// from `(kind, key)` to a text value with compare-and-set, so that several gateways sharing a
+/// store can share work without a lock service. Not for anything on a message's path.
+///
+/// Versions start at 1 and grow by one per write; a write names the version it expects (`None`:
+/// the record must not exist) and happens only if that is the stored version, atomically.
+#[async_trait]
+pub trait Records: Send + Sync + 'static {
+    /// One record.
+    async fn get_record(&self, kind: &str, key: &str) -> Result<Option<Record>, EngineError>;
+
+    /// Writes `value` if the record's version is `expected` (`None`: absent). Answers the new
+    /// version, or `None` (nothing written) if the stored version was another.
+    async fn put_record(
+        &self,
+        kind: &str,
+        key: &str,
+        value: String,
+        expected: Option<u64>,
+    ) -> Result<Option<u64>, EngineError>;
+
+    /// Removes the record if its version is `expected`; answers whether it did.
+    async fn delete_record(&self, kind: &str, key: &str, expected: u64)
+        -> Result<bool, EngineError>;
+
+    /// Records of `kind` whose keys start with `prefix` and sort strictly after `after`,
+    /// ordered by key, at most `limit`.
+    async fn list_records(
+        &self,
+        kind: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Record)>, EngineError>;
 }
 
 /// What keeps a store serving: its readiness and the background sweeps run on a timer.

@@ -1,6 +1,6 @@
 //! The contract between Sluice's services and its storage engines.
 //!
-//! This crate owns the [`Engine`] trait (atomic queue operations, grouped into the capabilities [`Tenants`], [`Queues`], [`Messages`], [`Transfers`] and [`Upkeep`]), the domain types it speaks in
+//! This crate owns the [`Engine`] trait (atomic queue operations, grouped into the capabilities [`Tenants`], [`Queues`], [`Messages`], [`Transfers`], [`Records`] and [`Upkeep`]), the domain types it speaks in
 //! ([`TenantId`], [`QueueName`], [`QueueConfig`], messages, receipt handles), the injectable
 //! [`Clock`] and the per-tenant [`RateLimiter`]. It knows no concrete store and no HTTP type: engines depend on it, services call
 //! through it, and the gateway picks an implementation at start-up.
@@ -14,7 +14,9 @@ mod ratelimit;
 mod types;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
-pub use engine::{Engine, Messages, QueueListener, Queues, Tenants, Transfers, Upkeep};
+pub use engine::{
+    Engine, Messages, QueueListener, Queues, Records, Tenants, Transfers, Upkeep,
+};
 pub use error::{DeadLetterRefusal, EngineError, HandleError, RedriveOutcome, SendRejection};
 pub use handle::{HandleKey, ReceiptHandle, HANDLE_CHARS, TAG_BYTES};
 pub use names::{NameError, QueueKey, QueueName, TenantId};
@@ -22,6 +24,6 @@ pub use ratelimit::{gcra, Admission, LocalRateLimiter, RateLimit, RateLimiter};
 pub use types::{
     DeadLetter, DeduplicationScope, MessageAttribute, MessageState, NewMessage, QueueConfig,
     QueueInfo, QueueStats, Quotas, ReceiveOutcome, ReceivedMessage, RedriveAllowPolicy,
-    RedrivePolicy, RetryBackoff, SentMessage, StoredMessage, TenantRecord, DEDUPLICATION_WINDOW_MS,
+    Record, RedrivePolicy, RetryBackoff, SentMessage, SeqScan, StoredMessage, TenantRecord, DEDUPLICATION_WINDOW_MS,
     RECEIVE_ATTEMPT_WINDOW_MS,
 };

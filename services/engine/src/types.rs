@@ -329,3 +329,24 @@ pub struct TenantRecord {
     /// When it was created (or first named by a token).
     pub created_at: Millis,
 }
+
+/// One page of [`Transfers::message_seqs`](crate::Transfers::message_seqs).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SeqScan {
+    /// Stored messages' seqs, ascending.
+    pub seqs: Vec<u64>,
+    /// Every seq up to this one was looked at: the next call's `after`.
+    pub scanned_to: u64,
+    /// The highest seq the queue has handed out (0: none yet).
+    pub last_seq: u64,
+}
+
+/// A record of [`Records`](crate::Records): its text and its version (1 for a new record, one
+/// more per write).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Bumped by every write.
+    pub version: u64,
+    /// The text the services stored (JSON).
+    pub value: String,
+}

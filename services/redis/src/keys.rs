@@ -30,6 +30,8 @@
 //! | `{P}:queue-uids` | hash | `<tenant>/<queue>` → uid of the incarnation it was last registered for |
 //! | `{P}:handle-key` | string | the receipt-handle key (hex), set once with `SET NX` by the first engine to connect and read by every engine at connect |
 //! | `{P}:queue-gens` | hash | `<tenant>/<queue>` → tenant generation of its last registration |
+//! | `{P}:records:<kind>` | hash | the services' small records (redrive tasks): key → `<version> <value>` |
+//! | `{P}:record-keys:<kind>` | zset | the same keys, score 0 (ordered listing by `ZRANGEBYLEX`) |
 //! | `{P:<tenant>}:rate` | string | the tenant's rate-limit bucket: its GCRA theoretical arrival time (µs), expiring once the bucket is full again (absent for idle tenants and tenants without `requests_per_second`) |
 //!
 //! Pub/sub channel `P:wake` carries `<engine instance> <tenant>/<queue>` after a send (or a
@@ -171,6 +173,16 @@ impl Keys {
     /// Tenant ids in order.
     pub(crate) fn tenant_ids(&self) -> String {
         self.registry("tenant-ids")
+    }
+
+    /// The services' records of one kind: key -> `<version> <value>`.
+    pub(crate) fn records(&self, kind: &str) -> String {
+        self.registry(&format!("records:{kind}"))
+    }
+
+    /// The keys of those records, in order.
+    pub(crate) fn record_keys(&self, kind: &str) -> String {
+        self.registry(&format!("record-keys:{kind}"))
     }
 
     /// The key receipt handles are authenticated with, shared by every engine on the prefix.

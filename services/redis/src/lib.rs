@@ -69,7 +69,7 @@ use keys::Keys;
 use sluice_engine::{
     Admission, DeadLetterRefusal, EngineError, HandleError, HandleKey, MessageState, Messages,
     Millis, NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas,
-    RateLimit, RateLimiter, ReceiveOutcome, RedriveOutcome, SendRejection, SentMessage,
+    RateLimit, RateLimiter, ReceiveOutcome, Record, Records, RedriveOutcome, SeqScan, SendRejection, SentMessage,
     StoredMessage, TenantId, TenantRecord, Tenants, Transfers, Upkeep,
 };
 use std::collections::HashMap;
@@ -347,8 +347,53 @@ impl Transfers for RedisEngine {
         Err(EngineError::Internal("redrive is not built yet".into()))
     }
 
+    async fn message_seqs(
+        &self,
+        key: &QueueKey,
+        after: u64,
+        limit: usize,
+    ) -> Result<SeqScan, EngineError> {
+        self.message_seqs(key, after, limit).await
+    }
+
     async fn recover_transfers(&self, _now: Millis) -> Result<u64, EngineError> {
         Ok(0)
+    }
+}
+
+#[async_trait]
+impl Records for RedisEngine {
+    async fn get_record(&self, kind: &str, key: &str) -> Result<Option<Record>, EngineError> {
+        self.get_record(kind, key).await
+    }
+
+    async fn put_record(
+        &self,
+        kind: &str,
+        key: &str,
+        value: String,
+        expected: Option<u64>,
+    ) -> Result<Option<u64>, EngineError> {
+        self.put_record(kind, key, value, expected).await
+    }
+
+    async fn delete_record(
+        &self,
+        kind: &str,
+        key: &str,
+        expected: u64,
+    ) -> Result<bool, EngineError> {
+        self.delete_record(kind, key, expected).await
+    }
+
+    async fn list_records(
+        &self,
+        kind: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Record)>, EngineError> {
+        self.list_records(kind, prefix, after, limit).await
     }
 }
 

@@ -51,6 +51,7 @@ queue_script!(
     "change_visibility.lua"
 );
 queue_script!(PEEK, "#!lua flags=no-writes", "peek.lua");
+queue_script!(MESSAGE_SEQS, "#!lua flags=no-writes", "message_seqs.lua");
 queue_script!(EXPIRE, "#!lua flags=allow-oom", "expire.lua");
 registry_script!(REGISTER_QUEUE, "#!lua", "register_queue.lua");
 registry_script!(
@@ -66,3 +67,5 @@ registry_script!(
 );
 registry_script!(TENANT_DELETE, "#!lua flags=allow-oom", "tenant_delete.lua");
 registry_script!(RATE_LIMIT, "#!lua flags=allow-oom", "rate_limit.lua");
+registry_script!(RECORD_PUT, "#!lua", "record_put.lua");
+registry_script!(RECORD_DELETE, "#!lua flags=allow-oom", "record_delete.lua");

@@ -6,6 +6,7 @@ mod dead_letters;
 mod fifo;
 mod messages;
 mod queues;
+mod records;
 mod tenants;
 mod upkeep;
 
@@ -13,6 +14,7 @@ pub use dead_letters::*;
 pub use fifo::*;
 pub use messages::*;
 pub use queues::*;
+pub use records::*;
 pub use tenants::*;
 pub use upkeep::*;
 
