@@ -15,8 +15,8 @@
 //!   refuses all work after a failed write) with backoff and probes until a commit succeeds,
 //!   and [`Engine::ping`](sluice_engine::Upkeep::ping) reports the engine unavailable until then.
 //!
-//! What a successful answer means: `send`, `delete`, `purge`, `expire`, queue and tenant changes
-//! are on disk (fsynced) before they answer. A message is never delivered before its send is
+//! What a successful answer means: `send`, `delete`, `purge`, `expire`, moves between queues,
+//! queue and tenant changes are on disk (fsynced) before they answer. A message is never delivered before its send is
 //! durable. Receive bookkeeping (visibility, receive counts, delivery numbers) lives in memory
 //! only: after a restart every stored message is visible again at its sent `visible_at` with a
 //! receive count of 0, and handles issued before the restart are stale.
@@ -34,11 +34,22 @@
 //! transaction of the message they name, so they survive a restart) and the answers of recent
 //! receives by `request_attempt_id` (memory only, like all receive bookkeeping).
 //!
+//! **Dead letters and redrive** (`ops/transfer.rs`): a move between two queues (after
+//! `max_receive_count` receives, on a consumer's word, or a redrive) is one write applied in one
+//! redb transaction, removing the message's rows from the source and writing them, under a new
+//! seq, to the destination. It is submitted while both queues' indexes are locked (in a fixed
+//! order), the indexes follow its outcome once committed, and it is durable before the call
+//! answers; a failed commit leaves the message in its source. The `dead_letter` record is part
+//! of the message's stored record. A queue's retry backoff only lengthens a delivery's hiding
+//! (in memory, like all receive bookkeeping): receive counts, and so the count towards
+//! `max_receive_count`, start from 0 again after a restart.
+//!
 //! **Layout.** `lib.rs` holds [`EmbeddedEngine`] and its opening and implements the engine
 //! traits by delegating to one module per operation under `ops/`. Shared by those: `catalog.rs`
 //! (the in-memory maps of queues, tenants and tombstones), `queue_entry.rs` (one queue in
-//! memory), `delivery.rs` (reading messages back, checking handles) and `open.rs` (rebuilding
-//! memory from disk). Below them: `index.rs` -> `fifo.rs` -> `message.rs`, and `store.rs`.
+//! memory), `delivery.rs` (reading messages back, checking handles), `open.rs` (rebuilding
+//! memory from disk) and `ops/transfer.rs` (moving messages between two queues, for
+//! `ops/receive.rs`, `ops/dead_letter.rs` and `ops/redrive.rs`). Below them: `index.rs` -> `fifo.rs` -> `message.rs`, and `store.rs`.
 
 mod catalog;
 mod delivery;

@@ -800,6 +800,37 @@ impl Store {
         result
     }
 
+    /// Reads the meta records alone (what a move needs to know of a message: where it came
+    /// from, its group) of several messages of one queue from one snapshot; `None` for a
+    /// message not stored.
+    pub(crate) fn read_meta(
+        &self,
+        uid: u64,
+        seqs: &[u64],
+    ) -> Result<Vec<Option<MetaRecord>>, EngineError> {
+        if seqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let db = self.db()?;
+        let read = || -> Result<Vec<Option<MetaRecord>>, EngineError> {
+            let txn = db.begin_read().map_err(storage)?;
+            let meta = txn.open_table(MSG_META).map_err(storage)?;
+            seqs.iter()
+                .map(|&seq| match meta.get((uid, seq)).map_err(storage)? {
+                    Some(m) => decode(m.value(), "message record").map(Some),
+                    None => Ok(None),
+                })
+                .collect()
+        };
+        let result = read();
+        drop(db);
+        if let Err(EngineError::Unavailable(_)) = &result {
+            // As for `read_messages`: make the commit thread notice and reopen.
+            self.submit_detached(Vec::new());
+        }
+        result
+    }
+
     fn read_from(
         db: &Database,
         uid: u64,

@@ -7,11 +7,11 @@ use crate::delivery::seconds;
 use crate::index::{Pick, QueueState, Redelivery, Taken};
 use crate::ops::transfer::{Locked, Move};
 use crate::queue_entry::QueueEntry;
-use crate::store::WriteOp;
+use crate::store::{Pending, WriteOp};
 use crate::EmbeddedEngine;
 use sluice_engine::{
     DeadLetter, EngineError, Millis, QueueKey, QueueName, ReceiptHandle, ReceiveOutcome,
-    ReceivedMessage,
+    ReceivedMessage, RedrivePolicy,
 };
 use std::sync::Arc;
 
@@ -26,37 +26,24 @@ impl EmbeddedEngine {
         now: Millis,
     ) -> Result<ReceiveOutcome, EngineError> {
         let entry = self.queue(key)?;
-        let policy = entry.live()?.config.redrive_policy.clone();
-        // A missing dead-letter queue moves nothing: its messages are delivered as usual.
-        let dead_letter_queue = policy.as_ref().and_then(|p| {
-            let dlq = QueueKey::new(key.tenant.clone(), p.dead_letter_queue.clone());
-            self.queue(&dlq).ok()
-        });
         let request = Request {
+            key,
             entry: &entry,
             max_messages,
             visibility_ms: seconds(visibility_timeout_seconds),
             attempt_id: request_attempt_id.filter(|_| key.name.is_fifo()),
             now,
         };
-        let (pick, moved) = match (&policy, &dead_letter_queue) {
-            (Some(policy), Some(dlq)) => {
-                let mut locked = Locked::lock(&entry, dlq);
-                if locked.source().deleted {
-                    return Err(EngineError::QueueNotFound);
+        let (pick, moved) = {
+            let mut state = entry.live()?;
+            match state.config.redrive_policy.clone() {
+                // The common case costs one lock, as before dead letters.
+                None => (self.pick(&request, &mut state, None), None),
+                Some(policy) => {
+                    drop(state);
+                    self.pick_moving(&request, &policy)?
                 }
-                // The policy may have changed since it was read: only the one in force moves.
-                let in_force = locked.source().config.redrive_policy.as_ref() == Some(policy);
-                let dead_letter_after =
-                    (in_force && !locked.destination().deleted).then_some(policy.max_receive_count);
-                let mut pick = self.pick(&request, locked.source(), dead_letter_after);
-                let moves = dead_letters(&key.name, std::mem::take(&mut pick.taken), now);
-                let moved = moves.len() as u64;
-                let pending = (!moves.is_empty())
-                    .then(|| self.submit_transfer(&entry, dlq, locked.destination(), moves, now));
-                (pick, pending.map(|p| (p, moved)))
             }
-            _ => (self.pick(&request, &mut *entry.live()?, None), None),
         };
         let mut dead_lettered = 0;
         if let Some((pending, moved)) = moved {
@@ -82,6 +69,37 @@ impl EmbeddedEngine {
             next_visible_at: pick.next_visible_at,
             dead_lettered,
         })
+    }
+
+    /// The receive on a queue with a redrive policy: both queues locked, the messages taken
+    /// out submitted as one move. A missing dead-letter queue moves nothing: its messages are
+    /// delivered as usual.
+    fn pick_moving(
+        &self,
+        request: &Request<'_>,
+        policy: &RedrivePolicy,
+    ) -> Result<(Pick, Option<(Pending, u64)>), EngineError> {
+        let (key, entry) = (request.key, request.entry);
+        let dlq_key = QueueKey::new(key.tenant.clone(), policy.dead_letter_queue.clone());
+        let Ok(dlq) = self.queue(&dlq_key) else {
+            return Ok((self.pick(request, &mut *entry.live()?, None), None));
+        };
+        let mut locked = Locked::lock(entry, &dlq);
+        if locked.source().deleted {
+            return Err(EngineError::QueueNotFound);
+        }
+        // The policy may have changed since it was read: only the one in force moves.
+        let in_force = locked.source().config.redrive_policy.as_ref() == Some(policy);
+        let dead_letter_after =
+            (in_force && !locked.destination().deleted).then_some(policy.max_receive_count);
+        let mut pick = self.pick(request, locked.source(), dead_letter_after);
+        let moves = dead_letters(&key.name, std::mem::take(&mut pick.taken), request.now);
+        if moves.is_empty() {
+            return Ok((pick, None));
+        }
+        let moved = moves.len() as u64;
+        let pending = self.submit_transfer(entry, &dlq, locked.destination(), moves, request.now);
+        Ok((pick, Some((pending, moved))))
     }
 
     /// The receive on the (locked, live) index: a replayed attempt, or a new pick that takes
@@ -132,6 +150,7 @@ impl EmbeddedEngine {
 
 /// What one receive asked for.
 struct Request<'a> {
+    key: &'a QueueKey,
     entry: &'a Arc<QueueEntry>,
     max_messages: usize,
     visibility_ms: Millis,

@@ -22,10 +22,10 @@ impl EmbeddedEngine {
         let mut outcomes = vec![RedriveOutcome::Gone; seqs.len()];
         // The records say where each message came from (they never change while stored); a
         // message not on disk is gone.
-        let records = self.store.read_messages(entry.uid, seqs)?;
+        let records = self.store.read_meta(entry.uid, seqs)?;
         let mut by_destination: BTreeMap<QueueName, Vec<usize>> = BTreeMap::new();
         for (i, record) in records.into_iter().enumerate() {
-            let Some((meta, _)) = record else { continue };
+            let Some(meta) = record else { continue };
             let target = match destination {
                 Some(name) => Some(name.clone()),
                 None => meta.dead_letter.map(|d| d.source_queue),
