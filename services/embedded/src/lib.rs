@@ -16,10 +16,11 @@
 //!   and [`Engine::ping`](sluice_engine::Upkeep::ping) reports the engine unavailable until then.
 //!
 //! What a successful answer means: `send`, `delete`, `purge`, `expire`, moves between queues,
-//! queue and tenant changes are on disk (fsynced) before they answer. A message is never delivered before its send is
-//! durable. Receive bookkeeping (visibility, receive counts, delivery numbers) lives in memory
-//! only: after a restart every stored message is visible again at its sent `visible_at` with a
-//! receive count of 0, and handles issued before the restart are stale.
+//! queue and tenant changes are on disk (fsynced) before they answer. A message is never
+//! delivered before its send is durable. Receive bookkeeping (visibility, receive counts,
+//! delivery numbers) lives in memory only: after a restart every stored message is visible
+//! again at its sent `visible_at` with a receive count of 0, and handles issued before the
+//! restart are stale.
 //!
 //! **Receipt handles** (`secret.rs`) are authenticated with a key generated once and kept in
 //! the file, so a handle from before a restart is recognised (and stale), and one altered or
@@ -49,7 +50,8 @@
 //! (the in-memory maps of queues, tenants and tombstones), `queue_entry.rs` (one queue in
 //! memory), `delivery.rs` (reading messages back, checking handles), `open.rs` (rebuilding
 //! memory from disk) and `ops/transfer.rs` (moving messages between two queues, for
-//! `ops/receive.rs`, `ops/dead_letter.rs` and `ops/redrive.rs`). Below them: `index.rs` -> `fifo.rs` -> `message.rs`, and `store.rs`.
+//! `ops/receive.rs`, `ops/dead_letter.rs` and `ops/redrive.rs`). Below them: `index.rs` ->
+//! `fifo.rs` -> `message.rs`, and `store.rs`.
 
 mod catalog;
 mod delivery;
