@@ -393,3 +393,37 @@ async fn moves_in_opposite_directions_neither_deadlock_nor_lose_messages() {
     let engine = Arc::new(open(dir.path()));
     assert_eq!(count(engine).await, expected, "the same on disk");
 }
+
+#[tokio::test]
+async fn a_redrive_into_a_fifo_queue_files_messages_under_their_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    queue(&engine, "plain", None).await;
+    queue(&engine, "ordered.fifo", None).await;
+    let mut seqs = Vec::new();
+    for (body, group) in [("x1", "x"), ("y1", "y")] {
+        let sent = engine
+            .send(&key("plain"), vec![message(body, Some(group))], 0)
+            .await
+            .unwrap();
+        seqs.push(sent[0].clone().unwrap().seq);
+    }
+    let into = QueueName::parse("ordered.fifo").unwrap();
+    let outcome = engine
+        .redrive(&key("plain"), &seqs, Some(&into), 1)
+        .await
+        .unwrap();
+    assert_eq!(outcome, [RedriveOutcome::Moved, RedriveOutcome::Moved]);
+    // With x1 in flight, its group waits, but y's does not.
+    let first = engine
+        .receive(&key("ordered.fifo"), 1, 60, None, 1)
+        .await
+        .unwrap();
+    assert_eq!(first.messages[0].message.body, "x1");
+    let second = engine
+        .receive(&key("ordered.fifo"), 1, 60, None, 1)
+        .await
+        .unwrap();
+    assert_eq!(second.messages.len(), 1, "y is another group");
+    assert_eq!(second.messages[0].message.group_id.as_deref(), Some("y"));
+}

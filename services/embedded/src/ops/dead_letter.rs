@@ -4,7 +4,7 @@
 use crate::delivery::own_handle;
 use crate::ops::transfer::{Locked, Move};
 use crate::EmbeddedEngine;
-use sluice_engine::{DeadLetter, DeadLetterRefusal, EngineError, Millis, QueueKey};
+use sluice_engine::{DeadLetter, DeadLetterRefusal, EngineError, HandleError, Millis, QueueKey};
 
 impl EmbeddedEngine {
     /// Answers once the move is durable. The handle is checked first (as a delete checks it),
@@ -57,7 +57,7 @@ impl EmbeddedEngine {
                 return Ok(Err(DeadLetterRefusal::DeadLetterQueueMissing));
             }
             let Some(taken) = locked.source().take(handle.seq, now) else {
-                return Ok(Err(sluice_engine::HandleError::Stale.into()));
+                return Ok(Err(HandleError::Stale.into()));
             };
             let dead_letter = DeadLetter {
                 source_queue: key.name.clone(),

@@ -23,7 +23,8 @@ impl EmbeddedEngine {
         // The records say where each message came from (they never change while stored); a
         // message not on disk is gone.
         let records = self.store.read_meta(entry.uid, seqs)?;
-        let mut by_destination: BTreeMap<QueueName, Vec<usize>> = BTreeMap::new();
+        // Per destination: the index of each seq going there, and its group as stored.
+        let mut by_destination: BTreeMap<QueueName, Vec<(usize, Option<String>)>> = BTreeMap::new();
         for (i, record) in records.into_iter().enumerate() {
             let Some(meta) = record else { continue };
             let target = match destination {
@@ -31,7 +32,10 @@ impl EmbeddedEngine {
                 None => meta.dead_letter.map(|d| d.source_queue),
             };
             match target {
-                Some(name) => by_destination.entry(name).or_default().push(i),
+                Some(name) => by_destination
+                    .entry(name)
+                    .or_default()
+                    .push((i, meta.group_id)),
                 None => outcomes[i] = RedriveOutcome::DestinationMissing,
             }
         }
@@ -39,7 +43,7 @@ impl EmbeddedEngine {
         for (name, indexes) in by_destination {
             let target = QueueKey::new(from.tenant.clone(), name);
             let Ok(into) = self.queue(&target) else {
-                for i in indexes {
+                for (i, _) in indexes {
                     outcomes[i] = RedriveOutcome::DestinationMissing;
                 }
                 continue;
@@ -49,16 +53,18 @@ impl EmbeddedEngine {
                 return Err(EngineError::QueueNotFound);
             }
             if locked.destination().deleted {
-                for i in indexes {
+                for (i, _) in indexes {
                     outcomes[i] = RedriveOutcome::DestinationMissing;
                 }
                 continue;
             }
             let mut moves = Vec::new();
-            for i in indexes {
+            for (i, group) in indexes {
                 // Whatever its state: a delivery in flight loses its handle. A seq named twice
                 // moves once; the second finds it gone.
-                if let Some(taken) = locked.source().take(seqs[i], now) {
+                if let Some(mut taken) = locked.source().take(seqs[i], now) {
+                    // A standard queue keeps no groups in memory; a FIFO destination needs it.
+                    taken.group = taken.group.or(group);
                     moves.push(Move {
                         taken,
                         dead_letter: None,

@@ -104,8 +104,10 @@ impl EmbeddedEngine {
                 seq: to_seq,
                 sent_at,
                 visible_at: now,
-                // A standard source keeps no groups in memory: its messages arrive in a FIFO
-                // destination (a kind mismatch the services refuse) in the default group.
+                // A standard source keeps no groups in memory: a receive or dead-letter move
+                // from one (into a FIFO queue, a kind mismatch the services refuse) files its
+                // messages in the default group until a restart reads theirs; redrive reads
+                // the group from disk.
                 group: fifo.then(|| m.taken.group.clone().unwrap_or_default()),
                 dedup: None,
             });
