@@ -302,7 +302,12 @@ impl Services {
             task.finished_at = Some(self.clock.now());
             let written = self
                 .engine
-                .put_record(TASK_KIND, &task_key(tenant, id), encode(&task)?, Some(version))
+                .put_record(
+                    TASK_KIND,
+                    &task_key(tenant, id),
+                    encode(&task)?,
+                    Some(version),
+                )
                 .await?;
             if written.is_some() {
                 self.release_running(tenant, &task).await;
@@ -425,7 +430,12 @@ impl Services {
         task.lease_until = now + LEASE_MS;
         let written = self
             .engine
-            .put_record(TASK_KIND, &task_key(tenant, id), encode(&task)?, Some(version))
+            .put_record(
+                TASK_KIND,
+                &task_key(tenant, id),
+                encode(&task)?,
+                Some(version),
+            )
             .await?;
         if written.is_some() && task.status != RedriveStatus::Running {
             self.release_running(tenant, &task).await;

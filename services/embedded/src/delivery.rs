@@ -48,7 +48,7 @@ impl EmbeddedEngine {
                     group_id: meta.group_id,
                     deduplication_id: meta.deduplication_id,
                     seq: p.seq,
-                    dead_letter: None,
+                    dead_letter: meta.dead_letter,
                 };
                 Some((*p, message))
             })

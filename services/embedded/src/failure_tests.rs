@@ -228,3 +228,55 @@ async fn a_passing_failure_fails_no_later_request() {
     assert!(engine.ping().await.is_ok());
     assert_eq!(bodies(&receive_all(&engine).await), ["accepted"]);
 }
+
+#[tokio::test]
+async fn a_move_whose_commit_failed_leaves_the_message_in_its_source() {
+    let disk = FlakyDisk::new();
+    let engine = disk.engine();
+    let dlq = QueueKey::new(
+        TenantId::parse("t").unwrap(),
+        QueueName::parse("dlq").unwrap(),
+    );
+    let config = QueueConfig::with_defaults(262_144);
+    engine.put_queue(&dlq, config.clone(), 0).await.unwrap();
+    let mut with_policy = config;
+    with_policy.redrive_policy = Some(sluice_engine::RedrivePolicy {
+        dead_letter_queue: dlq.name.clone(),
+        max_receive_count: 1,
+    });
+    engine.put_queue(&q(), with_policy, 0).await.unwrap();
+    send(&engine, "m").await.unwrap();
+    let first = engine.receive(&q(), 1, 0, None, 0).await.unwrap();
+    assert_eq!(first.messages.len(), 1);
+
+    disk.set_full(true);
+    let failed = engine.receive(&q(), 1, 0, None, 0).await;
+    assert!(
+        matches!(failed, Err(EngineError::Unavailable(_))),
+        "{failed:?}"
+    );
+    let depth = |info: Option<QueueInfo>| {
+        let s = info.unwrap().stats;
+        s.visible + s.in_flight + s.delayed
+    };
+    assert_eq!(depth(engine.get_queue(&q(), 0).await.unwrap()), 1, "back");
+    assert_eq!(depth(engine.get_queue(&dlq, 0).await.unwrap()), 0);
+
+    disk.set_full(false);
+    until_ready(&engine).await;
+    let moved = engine.receive(&q(), 1, 0, None, 0).await.unwrap();
+    assert_eq!((moved.messages.len(), moved.dead_lettered), (0, 1));
+    assert_eq!(depth(engine.get_queue(&q(), 0).await.unwrap()), 0);
+    assert_eq!(depth(engine.get_queue(&dlq, 0).await.unwrap()), 1);
+
+    // On disk as in memory: once, in the dead-letter queue.
+    drop(engine);
+    let engine = disk.engine();
+    assert_eq!(depth(engine.get_queue(&q(), 0).await.unwrap()), 0);
+    let in_dlq = engine
+        .peek(&dlq, MessageState::Visible, 10, 0)
+        .await
+        .unwrap();
+    assert_eq!(in_dlq.len(), 1);
+    assert_eq!(in_dlq[0].body, "m");
+}

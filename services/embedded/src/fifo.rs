@@ -48,6 +48,22 @@ struct Group {
     ready_head: Option<u64>,
 }
 
+/// Most messages one receive moves to its queue's dead-letter queue; the rest wait for the next
+/// receive, so a backlog of dead letters cannot make one receive (and one commit) unbounded.
+pub(crate) const MAX_MOVES_PER_RECEIVE: usize = 256;
+
+/// What [`Groups::pick`] chose.
+#[derive(Debug, Default)]
+pub(crate) struct GroupPick {
+    /// To deliver, groups oldest head first, each group's in order.
+    pub chosen: Vec<u64>,
+    /// Expired members met on the way.
+    pub expired: Vec<u64>,
+    /// Members received `dead_letter_after` times already, to move instead of delivering, in
+    /// the order met (a group's in order).
+    pub moving: Vec<u64>,
+}
+
 /// The message groups of one FIFO queue.
 #[derive(Debug, Default)]
 pub(crate) struct Groups {
@@ -103,6 +119,12 @@ impl Groups {
 
     pub(crate) fn group_of(&self, seq: u64) -> Option<u64> {
         self.group_of.get(&seq).copied()
+    }
+
+    /// The name of the group of `seq`.
+    pub(crate) fn name_of(&self, seq: u64) -> Option<&str> {
+        let id = self.group_of.get(&seq)?;
+        self.groups.get(id).map(|g| &*g.name)
     }
 
     /// Recomputes a group's `ready_at` after a change and files it in `waiting` (the next
@@ -163,17 +185,21 @@ impl Groups {
 
     /// Chooses up to `max` messages to deliver at `now`: groups oldest head first, from each its
     /// head and the receivable messages right after it. Expired members met on the way are
-    /// answered separately (the caller drops them; they block nothing). Changes nothing but the
-    /// filing of groups: the caller updates the chosen messages and refiles their groups.
+    /// answered separately (the caller drops them; they block nothing), and so are members
+    /// received `dead_letter_after` times already (up to [`MAX_MOVES_PER_RECEIVE`]): the caller
+    /// moves them, so they block nothing either and what follows them in their group may be
+    /// chosen. Changes nothing but the filing of groups: the caller updates the chosen messages
+    /// and refiles their groups.
     pub(crate) fn pick(
         &mut self,
         max: usize,
         now: Millis,
         messages: &BTreeMap<u64, MsgState>,
         retention: Millis,
-    ) -> (Vec<u64>, Vec<u64>) {
+        dead_letter_after: Option<u32>,
+    ) -> GroupPick {
         self.promote(now);
-        let (mut chosen, mut expired) = (Vec::new(), Vec::new());
+        let (mut chosen, mut expired, mut moving) = (Vec::new(), Vec::new(), Vec::new());
         let mut after = Bound::Unbounded;
         while chosen.len() < max {
             let Some(&(head, id)) = self.ready.range((after, Bound::Unbounded)).next() else {
@@ -223,12 +249,22 @@ impl Groups {
                 } else if m.visible_at > now {
                     // Delayed: it and everything after it wait.
                     break;
+                } else if dead_letter_after.is_some_and(|n| m.receive_count >= n) {
+                    if moving.len() >= MAX_MOVES_PER_RECEIVE {
+                        // It must move before anything after it is delivered: next receive.
+                        break;
+                    }
+                    moving.push(seq);
                 } else {
                     chosen.push(seq);
                 }
             }
         }
-        (chosen, expired)
+        GroupPick {
+            chosen,
+            expired,
+            moving,
+        }
     }
 
     /// The earliest instant after `now` at which a group that cannot deliver now may.

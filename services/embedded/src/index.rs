@@ -9,7 +9,7 @@
 //! FIFO queues also keep a [`Fifo`] (`fifo.rs`): each message's group (one more map entry per
 //! message, and the group's name once per group), deduplication records and receive attempts.
 
-use crate::fifo::{Attempt, DedupEntry, DedupKey, Fifo};
+use crate::fifo::{Attempt, DedupEntry, DedupKey, Fifo, MAX_MOVES_PER_RECEIVE};
 use crate::message::{MsgState, Picked};
 use sluice_engine::{HandleError, MessageState, Millis, QueueConfig, QueueStats, ReceiptHandle};
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,10 +19,32 @@ use tokio::sync::watch;
 #[derive(Debug, Default)]
 pub(crate) struct Pick {
     pub delivered: Vec<Picked>,
+    /// Messages received `dead_letter_after` times or more, taken out of the index instead of
+    /// delivered; the caller moves them to the dead-letter queue.
+    pub taken: Vec<Taken>,
     /// Expired messages met on the way and dropped from the index; the caller deletes them
     /// from disk.
     pub expired: Vec<u64>,
     pub next_visible_at: Option<Millis>,
+}
+
+/// A message taken out of the index to be moved to another queue: what it takes to put it back
+/// if the move fails.
+#[derive(Debug, Clone)]
+pub(crate) struct Taken {
+    pub seq: u64,
+    pub state: MsgState,
+    /// FIFO queues: its message group (`None` on standard queues).
+    pub group: Option<String>,
+}
+
+/// How a receive treats what it finds, beyond the visibility timeout.
+pub(crate) struct Redelivery<B: FnMut(u32) -> Millis> {
+    /// Messages received this many times (or more) are taken out instead of delivered;
+    /// `None`: every message is delivered.
+    pub dead_letter_after: Option<u32>,
+    /// Extra hiding for a delivery, by the receive count it reaches.
+    pub backoff: B,
 }
 
 /// A message of a send whose commit completed (or failed), as the index needs it.
@@ -160,6 +182,50 @@ impl QueueState {
             let group = fifo.groups.add(seq, group.unwrap_or_default());
             fifo.groups.refile(group, &self.messages, retention);
         }
+    }
+
+    /// Takes a message out of the index to move it elsewhere (whatever its state); `None` if
+    /// it is not stored or has expired (the sweep deletes it, as if gone already).
+    pub(crate) fn take(&mut self, seq: u64, now: Millis) -> Option<Taken> {
+        let retention = self.retention_ms();
+        if self.messages.get(&seq)?.expired(retention, now) {
+            return None;
+        }
+        let group = self
+            .fifo
+            .as_deref()
+            .and_then(|fifo| fifo.groups.name_of(seq))
+            .map(str::to_owned);
+        let state = self.remove(seq)?;
+        if self.fifo.is_some() {
+            // Its group may deliver again, as after a delete.
+            self.notify();
+        }
+        Some(Taken { seq, state, group })
+    }
+
+    /// Puts back messages whose move failed, as they were. Not those a purge or the queue's
+    /// deletion removed meanwhile: those are gone on disk too.
+    pub(crate) fn restore(&mut self, taken: &[Taken]) {
+        if self.deleted {
+            return;
+        }
+        for t in taken {
+            if t.seq >= self.purge_floor && !self.messages.contains_key(&t.seq) {
+                self.insert(t.seq, t.state, t.group.as_deref());
+            }
+        }
+        self.notify();
+    }
+
+    /// Gives `count` messages moving in their seqs at the end of the queue. No `max_depth`
+    /// check: a move is never refused for depth. They count as pending until the move
+    /// completes ([`commit_sent`](Self::commit_sent) or [`abandon_sent`](Self::abandon_sent)).
+    pub(crate) fn reserve_arrivals(&mut self, count: usize) -> Vec<u64> {
+        let first = self.next_seq;
+        self.next_seq += count as u64;
+        self.pending += count as u64;
+        (first..self.next_seq).collect()
     }
 
     fn remove(&mut self, seq: u64) -> Option<MsgState> {
@@ -321,28 +387,57 @@ impl QueueState {
         Some(Picked { seq, state: *m })
     }
 
-    /// Delivers up to `max` receivable messages, hiding each until `now + visibility_ms`.
-    /// `next_delivery` numbers each delivery. Standard queues deliver in `(visible_at, seq)`
-    /// order; FIFO queues by group (see `fifo.rs`).
+    /// Delivers up to `max` receivable messages with no dead-letter rule and no backoff.
+    #[cfg(test)]
     pub(crate) fn receive(
         &mut self,
         max: usize,
         visibility_ms: Millis,
         now: Millis,
-        mut next_delivery: impl FnMut() -> u64,
+        next_delivery: impl FnMut() -> u64,
+    ) -> Pick {
+        let plain = Redelivery {
+            dead_letter_after: None,
+            backoff: |_| 0,
+        };
+        self.receive_with(max, visibility_ms, now, plain, next_delivery)
+    }
+
+    /// Delivers up to `max` receivable messages, hiding each until `now + visibility_ms` plus
+    /// its backoff; takes out instead (up to [`MAX_MOVES_PER_RECEIVE`]) those received
+    /// `dead_letter_after` times already, which neither count towards `max` nor block their
+    /// FIFO group. `next_delivery` numbers each delivery. Standard queues deliver in
+    /// `(visible_at, seq)` order; FIFO queues by group (see `fifo.rs`).
+    pub(crate) fn receive_with<B: FnMut(u32) -> Millis>(
+        &mut self,
+        max: usize,
+        visibility_ms: Millis,
+        now: Millis,
+        rules: Redelivery<B>,
+        next_delivery: impl FnMut() -> u64,
     ) -> Pick {
         if self.fifo.is_some() {
-            return self.receive_fifo(max, visibility_ms, now, next_delivery);
+            return self.receive_fifo(max, visibility_ms, now, rules, next_delivery);
         }
         let retention = self.retention_ms();
         let mut pick = Pick::default();
-        let mut chosen = Vec::new();
+        let (mut chosen, mut moving) = (Vec::new(), Vec::new());
         for &(visible_at, seq) in &self.by_visibility {
             if visible_at > now || chosen.len() >= max {
                 break;
             }
             match self.messages.get(&seq) {
                 Some(m) if m.expired(retention, now) => pick.expired.push(seq),
+                Some(m)
+                    if rules
+                        .dead_letter_after
+                        .is_some_and(|n| m.receive_count >= n) =>
+                {
+                    if moving.len() >= MAX_MOVES_PER_RECEIVE {
+                        break;
+                    }
+                    moving.push(seq);
+                }
                 Some(_) => chosen.push(seq),
                 None => {}
             }
@@ -350,43 +445,82 @@ impl QueueState {
         for &seq in &pick.expired {
             self.remove(seq);
         }
-        let hidden_until = now.saturating_add(visibility_ms);
-        for seq in chosen {
+        pick.taken = moving
+            .into_iter()
+            .filter_map(|seq| self.take(seq, now))
+            .collect();
+        self.deliver_chosen(
+            &chosen,
+            visibility_ms,
+            now,
+            rules.backoff,
+            next_delivery,
+            &mut pick,
+        );
+        pick.next_visible_at = self.next_visible_after(now);
+        pick
+    }
+
+    /// Hides and counts the chosen messages, each for the visibility timeout plus the backoff
+    /// of the count it reaches.
+    fn deliver_chosen(
+        &mut self,
+        chosen: &[u64],
+        visibility_ms: Millis,
+        now: Millis,
+        mut backoff: impl FnMut(u32) -> Millis,
+        mut next_delivery: impl FnMut() -> u64,
+        pick: &mut Pick,
+    ) {
+        for &seq in chosen {
+            let Some(count) = self.messages.get(&seq).map(|m| m.receive_count) else {
+                continue;
+            };
+            let extra = backoff(count.saturating_add(1));
+            let hidden_until = now.saturating_add(visibility_ms).saturating_add(extra);
             self.set_visible_at(seq, hidden_until);
             if let Some(picked) = self.deliver(seq, now, next_delivery()) {
                 pick.delivered.push(picked);
             }
         }
-        pick.next_visible_at = self.next_visible_after(now);
-        pick
     }
 
-    fn receive_fifo(
+    fn receive_fifo<B: FnMut(u32) -> Millis>(
         &mut self,
         max: usize,
         visibility_ms: Millis,
         now: Millis,
-        mut next_delivery: impl FnMut() -> u64,
+        rules: Redelivery<B>,
+        next_delivery: impl FnMut() -> u64,
     ) -> Pick {
         let retention = self.retention_ms();
         let Some(fifo) = self.fifo.as_deref_mut() else {
             return Pick::default();
         };
-        let (chosen, expired) = fifo.groups.pick(max, now, &self.messages, retention);
-        for &seq in &expired {
+        let picked = fifo
+            .groups
+            .pick(max, now, &self.messages, retention, rules.dead_letter_after);
+        for &seq in &picked.expired {
             self.remove(seq);
         }
-        let hidden_until = now.saturating_add(visibility_ms);
         let mut pick = Pick {
-            expired,
+            expired: picked.expired,
             ..Pick::default()
         };
-        for &seq in &chosen {
-            self.set_visible_at(seq, hidden_until);
-            if let Some(picked) = self.deliver(seq, now, next_delivery()) {
-                pick.delivered.push(picked);
-            }
-        }
+        pick.taken = picked
+            .moving
+            .into_iter()
+            .filter_map(|seq| self.take(seq, now))
+            .collect();
+        let chosen = picked.chosen;
+        self.deliver_chosen(
+            &chosen,
+            visibility_ms,
+            now,
+            rules.backoff,
+            next_delivery,
+            &mut pick,
+        );
         // Chosen messages of one group are adjacent: refile each group once, after its last.
         for (i, &seq) in chosen.iter().enumerate() {
             let group_of = |s: u64| self.fifo.as_deref().and_then(|f| f.groups.group_of(s));
@@ -467,6 +601,20 @@ impl QueueState {
                 Err(HandleError::Stale)
             }
             Some(m) => Ok(Some(m)),
+        }
+    }
+
+    /// Whether a handle (already checked to be this queue's) names the latest delivery of a
+    /// message still stored and not expired; [`HandleError::Stale`] if not.
+    pub(crate) fn check_current(
+        &self,
+        handle: &ReceiptHandle,
+        now: Millis,
+    ) -> Result<(), HandleError> {
+        let retention = self.retention_ms();
+        match self.current(handle)? {
+            Some(m) if !m.expired(retention, now) => Ok(()),
+            _ => Err(HandleError::Stale),
         }
     }
 
@@ -966,5 +1114,81 @@ mod tests {
         let mut standard = state(600);
         let admitted = standard.admit([(key("x"), "m1"), (key("x"), "m2")], 0);
         assert_eq!(admitted, [Admission::New(1), Admission::New(2)]);
+    }
+
+    fn moving_after(count: u32) -> Redelivery<impl FnMut(u32) -> Millis> {
+        Redelivery {
+            dead_letter_after: Some(count),
+            backoff: |_| 0,
+        }
+    }
+
+    #[test]
+    fn backoff_adds_to_the_hiding_of_each_delivery_by_its_count() {
+        let mut q = state(600);
+        let seq = send(&mut q, 1, 0, 0)[0];
+        let mut counts = Vec::new();
+        let mut now = 0;
+        for _ in 0..3 {
+            let rules = Redelivery {
+                dead_letter_after: None,
+                backoff: |count| {
+                    counts.push(count);
+                    Millis::from(count) * 1_000
+                },
+            };
+            let pick = q.receive_with(1, 10_000, now, rules, counter());
+            assert_eq!(seqs(&pick), [seq]);
+            let count = pick.delivered[0].state.receive_count;
+            // Hidden for the visibility timeout plus the backoff of the count it reached.
+            let until = now + 10_000 + Millis::from(count) * 1_000;
+            assert!(q.receive(1, 0, until - 1, counter()).delivered.is_empty());
+            now = until;
+        }
+        assert_eq!(counts, [1, 2, 3]);
+    }
+
+    #[test]
+    fn messages_received_often_enough_are_taken_out_not_delivered() {
+        let mut q = state(600);
+        let s = send(&mut q, 3, 0, 0);
+        q.receive(1, 0, 0, counter());
+        q.receive(1, 0, 0, counter());
+        // s[0] was received twice; with a limit of 2 it is taken out and does not count
+        // towards the one message asked for.
+        let pick = q.receive_with(1, 30_000, 0, moving_after(2), counter());
+        let taken: Vec<u64> = pick.taken.iter().map(|t| t.seq).collect();
+        assert_eq!(taken, [s[0]]);
+        assert_eq!(pick.taken[0].state.receive_count, 2);
+        assert_eq!(seqs(&pick), [s[1]]);
+        assert_eq!(q.stats(0).visible + q.stats(0).in_flight, 2, "taken out");
+        // A failed move puts it back as it was: visible, its count kept.
+        q.restore(&pick.taken);
+        let again = q.receive(10, 30_000, 0, counter());
+        assert_eq!(seqs(&again), [s[0], s[2]]);
+        assert_eq!(again.delivered[0].state.receive_count, 3);
+        // Not after a purge: it is gone on disk too.
+        let taken = q.take(s[0], 0).unwrap();
+        q.purge();
+        q.restore(&[taken]);
+        assert_eq!(q.stats(0), QueueStats::default());
+    }
+
+    #[test]
+    fn taking_out_a_fifo_head_lets_the_rest_of_its_group_come() {
+        let mut q = fifo(600);
+        let s = send_groups(&mut q, &["a", "a", "b"], 0, 0);
+        let first = q.receive(1, 0, 0, counter());
+        assert_eq!(seqs(&first), [s[0]]);
+        let pick = q.receive_with(10, 30_000, 0, moving_after(1), counter());
+        let taken: Vec<u64> = pick.taken.iter().map(|t| t.seq).collect();
+        assert_eq!(taken, [s[0]]);
+        assert_eq!(pick.taken[0].group.as_deref(), Some("a"));
+        assert_eq!(seqs(&pick), [s[1], s[2]], "a's next and b both come");
+        // Put back (a failed move), it heads its group again, which is in flight now.
+        q.restore(&pick.taken);
+        q.delete(&handle(&pick.delivered[0]), 0).unwrap();
+        let again = q.receive(10, 30_000, 0, counter());
+        assert_eq!(seqs(&again), [s[0]]);
     }
 }

@@ -15,11 +15,12 @@
 //!   refuses all work after a failed write) with backoff and probes until a commit succeeds,
 //!   and [`Engine::ping`](sluice_engine::Upkeep::ping) reports the engine unavailable until then.
 //!
-//! What a successful answer means: `send`, `delete`, `purge`, `expire`, queue and tenant changes
-//! are on disk (fsynced) before they answer. A message is never delivered before its send is
-//! durable. Receive bookkeeping (visibility, receive counts, delivery numbers) lives in memory
-//! only: after a restart every stored message is visible again at its sent `visible_at` with a
-//! receive count of 0, and handles issued before the restart are stale.
+//! What a successful answer means: `send`, `delete`, `purge`, `expire`, moves between queues,
+//! queue and tenant changes are on disk (fsynced) before they answer. A message is never
+//! delivered before its send is durable. Receive bookkeeping (visibility, receive counts,
+//! delivery numbers) lives in memory only: after a restart every stored message is visible
+//! again at its sent `visible_at` with a receive count of 0, and handles issued before the
+//! restart are stale.
 //!
 //! **Receipt handles** (`secret.rs`) are authenticated with a key generated once and kept in
 //! the file, so a handle from before a restart is recognised (and stale), and one altered or
@@ -34,11 +35,23 @@
 //! transaction of the message they name, so they survive a restart) and the answers of recent
 //! receives by `request_attempt_id` (memory only, like all receive bookkeeping).
 //!
+//! **Dead letters and redrive** (`ops/transfer.rs`): a move between two queues (after
+//! `max_receive_count` receives, on a consumer's word, or a redrive) is one write applied in one
+//! redb transaction, removing the message's rows from the source and writing them, under a new
+//! seq, to the destination. It is submitted while both queues' indexes are locked (in a fixed
+//! order), the indexes follow its outcome once committed, and it is durable before the call
+//! answers; a failed commit leaves the message in its source. The `dead_letter` record is part
+//! of the message's stored record. A queue's retry backoff only lengthens a delivery's hiding
+//! (in memory, like all receive bookkeeping): receive counts, and so the count towards
+//! `max_receive_count`, start from 0 again after a restart.
+//!
 //! **Layout.** `lib.rs` holds [`EmbeddedEngine`] and its opening and implements the engine
 //! traits by delegating to one module per operation under `ops/`. Shared by those: `catalog.rs`
 //! (the in-memory maps of queues, tenants and tombstones), `queue_entry.rs` (one queue in
-//! memory), `delivery.rs` (reading messages back, checking handles) and `open.rs` (rebuilding
-//! memory from disk). Below them: `index.rs` -> `fifo.rs` -> `message.rs`, and `store.rs`.
+//! memory), `delivery.rs` (reading messages back, checking handles), `open.rs` (rebuilding
+//! memory from disk) and `ops/transfer.rs` (moving messages between two queues, for
+//! `ops/receive.rs`, `ops/dead_letter.rs` and `ops/redrive.rs`). Below them: `index.rs` ->
+//! `fifo.rs` -> `message.rs`, and `store.rs`.
 
 mod catalog;
 mod delivery;
@@ -56,8 +69,8 @@ use catalog::{QueueMap, TenantMap, TombstoneMap};
 use sluice_engine::{
     DeadLetterRefusal, EngineError, HandleError, HandleKey, MessageState, Messages, Millis,
     NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas,
-    ReceiveOutcome, Record, Records, RedriveOutcome, SeqScan, SendRejection, SentMessage, StoredMessage, TenantId,
-    TenantRecord, Tenants, Transfers, Upkeep,
+    ReceiveOutcome, Record, Records, RedriveOutcome, SendRejection, SentMessage, SeqScan,
+    StoredMessage, TenantId, TenantRecord, Tenants, Transfers, Upkeep,
 };
 use std::path::Path;
 use std::sync::{Arc, RwLock};
@@ -292,24 +305,22 @@ impl Messages for EmbeddedEngine {
 impl Transfers for EmbeddedEngine {
     async fn dead_letter(
         &self,
-        _key: &QueueKey,
-        _handle: &str,
-        _reason: &str,
-        _now: Millis,
+        key: &QueueKey,
+        handle: &str,
+        reason: &str,
+        now: Millis,
     ) -> Result<Result<(), DeadLetterRefusal>, EngineError> {
-        Err(EngineError::Internal(
-            "dead-letter moves are not built yet".into(),
-        ))
+        self.dead_letter(key, handle, reason, now).await
     }
 
     async fn redrive(
         &self,
-        _from: &QueueKey,
-        _seqs: &[u64],
-        _destination: Option<&QueueName>,
-        _now: Millis,
+        from: &QueueKey,
+        seqs: &[u64],
+        destination: Option<&QueueName>,
+        now: Millis,
     ) -> Result<Vec<RedriveOutcome>, EngineError> {
-        Err(EngineError::Internal("redrive is not built yet".into()))
+        self.redrive(from, seqs, destination, now).await
     }
 
     async fn message_seqs(
@@ -321,6 +332,9 @@ impl Transfers for EmbeddedEngine {
         self.message_seqs(key, after, limit).await
     }
 
+    /// Nothing to recover, ever: this engine applies a move in one redb transaction (the
+    /// source's rows removed and the destination's written in the same commit), so a crash at
+    /// any point leaves the message wholly in one of the two queues, never half moved.
     async fn recover_transfers(&self, _now: Millis) -> Result<u64, EngineError> {
         Ok(0)
     }
@@ -380,3 +394,5 @@ mod failure_tests;
 mod fifo_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transfer_tests;

@@ -61,9 +61,10 @@ impl MsgState {
     }
 }
 
-/// One message handed out by [`QueueState::receive`](crate::index::QueueState::receive) or
-/// listed by [`QueueState::peek`](crate::index::QueueState::peek): the bookkeeping to report;
-/// the caller reads the rest from disk.
+/// One message handed out by
+/// [`QueueState::receive_with`](crate::index::QueueState::receive_with) or listed by
+/// [`QueueState::peek`](crate::index::QueueState::peek): the bookkeeping to report; the caller
+/// reads the rest from disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Picked {
     pub seq: u64,

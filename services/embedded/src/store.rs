@@ -23,13 +23,19 @@
 //! in the transaction that stores the message and deleted once their window is over.
 //!
 //! Format history: 1 had no FIFO fields; 2 added `QueueConfig::content_based_deduplication`
-//! and `deduplication_scope`, `MetaRecord::deduplication_id` and the `dedup` table. A format-1
-//! file is migrated when opened.
+//! and `deduplication_scope`, `MetaRecord::deduplication_id` and the `dedup` table; 3 added
+//! `QueueConfig::redrive_policy`, `redrive_allow_policy` and `retry_backoff` and
+//! `MetaRecord::dead_letter`. An older file is migrated step by step when opened.
+//!
+//! A move between queues (dead letters, redrive: [`WriteOp::Transfer`]) is one operation,
+//! applied inside one transaction: the message's rows leave the source and arrive in the
+//! destination in the same commit, so no crash can leave them in both queues or in neither.
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use sluice_engine::{
-    DeduplicationScope, EngineError, MessageAttribute, Millis, QueueConfig, Record, TenantRecord,
+    DeadLetter, DeduplicationScope, EngineError, MessageAttribute, Millis, QueueConfig, Record,
+    TenantRecord,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
@@ -59,7 +65,7 @@ const RECORDS: TableDefinition<(&str, &str), (u64, &str)> = TableDefinition::new
 
 /// postcard is not self-describing: any change to a record's fields must bump this, and a file
 /// written in another format is refused rather than misread.
-const FORMAT_VERSION: u64 = 2;
+const FORMAT_VERSION: u64 = 3;
 const FORMAT_KEY: &str = "format";
 
 /// Most operations one group commit applies; bounds the latency of the first waiter in a burst.
@@ -93,6 +99,8 @@ pub(crate) struct MetaRecord {
     pub group_id: Option<String>,
     /// FIFO queues: the deduplication id it was sent with.
     pub deduplication_id: Option<String>,
+    /// Set while it is in a dead-letter queue (written by the move that brought it there).
+    pub dead_letter: Option<DeadLetter>,
 }
 
 /// The leading fields of [`MetaRecord`], in the same order (postcard encodes fields back to back).
@@ -183,6 +191,28 @@ pub(crate) enum WriteOp {
         kind: String,
         key: String,
     },
+    /// Messages moved from queue `from` to queue `to`: each one's rows leave `from` and are
+    /// written to `to` under its new seq, with its meta record rewritten as [`Arrival`] says;
+    /// `next_seq` of `to` is recorded. Never carried past a failed commit (the index applies a
+    /// move only once it is durable), so a failed move leaves the message in its source.
+    Transfer {
+        from: u64,
+        to: u64,
+        next_seq: u64,
+        moves: Vec<Arrival>,
+    },
+}
+
+/// One message of a [`WriteOp::Transfer`]: where it was, where it goes, and what of its meta
+/// record changes on the way (the rest, and the body, are copied as stored).
+#[derive(Debug, Clone)]
+pub(crate) struct Arrival {
+    pub from_seq: u64,
+    pub to_seq: u64,
+    /// `Some` to restart retention at the move (FIFO destinations), `None` to keep it.
+    pub sent_at: Option<Millis>,
+    pub visible_at: Millis,
+    pub dead_letter: Option<DeadLetter>,
 }
 
 /// What the start-up scan found besides messages.
@@ -247,9 +277,13 @@ pub(crate) fn prepare(db: Database, label: &str) -> Result<Database, EngineError
                 meta.insert(FORMAT_KEY, FORMAT_VERSION).map_err(storage)?;
             }
             Some(FORMAT_VERSION) => {}
-            Some(1) => {
-                tracing::info!(path = label, "migrating storage format 1 to 2");
-                migrate_from_1(&txn)?;
+            Some(found @ (1 | 2)) => {
+                if found == 1 {
+                    tracing::info!(path = label, "migrating storage format 1 to 2");
+                    migrate_from_1(&txn)?;
+                }
+                tracing::info!(path = label, "migrating storage format 2 to 3");
+                migrate_from_2(&txn)?;
                 meta.insert(FORMAT_KEY, FORMAT_VERSION).map_err(storage)?;
             }
             Some(other) => {
@@ -291,12 +325,37 @@ pub(crate) struct QueueRecordV1 {
     pub updated_at: Millis,
 }
 
+/// [`QueueConfig`] as format 2 stored it (before the dead-letter fields); for migration only.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct QueueConfigV2 {
+    pub visibility_timeout_seconds: u32,
+    pub message_retention_seconds: u32,
+    pub delay_seconds: u32,
+    pub receive_wait_seconds: u32,
+    pub max_message_bytes: u32,
+    pub max_depth: Option<u64>,
+    pub tags: BTreeMap<String, String>,
+    pub content_based_deduplication: bool,
+    pub deduplication_scope: DeduplicationScope,
+}
+
+/// [`QueueRecord`] as format 2 stored it; for migration only.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct QueueRecordV2 {
+    pub uid: u64,
+    pub config: QueueConfigV2,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
 /// Message records rewritten per step of the migration (bounds what it holds in memory).
 const MIGRATION_CHUNK: usize = 4096;
 
-/// Rewrites a format-1 file as format 2, inside the caller's transaction: queue records get
-/// the FIFO configuration fields (defaults), message records a `deduplication_id` of `None`.
-fn migrate_from_1(txn: &WriteTransaction) -> Result<(), EngineError> {
+/// Rewrites every queue record with `convert`, inside the caller's transaction.
+fn rewrite_queue_records(
+    txn: &WriteTransaction,
+    mut convert: impl FnMut(&[u8]) -> Result<Vec<u8>, EngineError>,
+) -> Result<(), EngineError> {
     let mut queues = txn.open_table(QUEUES).map_err(storage)?;
     let old = queues
         .iter()
@@ -307,11 +366,22 @@ fn migrate_from_1(txn: &WriteTransaction) -> Result<(), EngineError> {
         })
         .collect::<Result<Vec<(String, Vec<u8>)>, EngineError>>()?;
     for (key, bytes) in old {
-        let v1: QueueRecordV1 = decode(&bytes, "format-1 queue record")?;
+        queues
+            .insert(key.as_str(), convert(&bytes)?.as_slice())
+            .map_err(storage)?;
+    }
+    Ok(())
+}
+
+/// Rewrites a format-1 file as format 2, inside the caller's transaction: queue records get
+/// the FIFO configuration fields (defaults), message records a `deduplication_id` of `None`.
+fn migrate_from_1(txn: &WriteTransaction) -> Result<(), EngineError> {
+    rewrite_queue_records(txn, |bytes| {
+        let v1: QueueRecordV1 = decode(bytes, "format-1 queue record")?;
         let c = v1.config;
-        let record = QueueRecord {
+        encode(&QueueRecordV2 {
             uid: v1.uid,
-            config: QueueConfig {
+            config: QueueConfigV2 {
                 visibility_timeout_seconds: c.visibility_timeout_seconds,
                 message_retention_seconds: c.message_retention_seconds,
                 delay_seconds: c.delay_seconds,
@@ -321,19 +391,47 @@ fn migrate_from_1(txn: &WriteTransaction) -> Result<(), EngineError> {
                 tags: c.tags,
                 content_based_deduplication: false,
                 deduplication_scope: DeduplicationScope::Queue,
+            },
+            created_at: v1.created_at,
+            updated_at: v1.updated_at,
+        })
+    })?;
+    // `deduplication_id` was the last field.
+    append_none_to_message_records(txn)
+}
+
+/// Rewrites a format-2 file as format 3, inside the caller's transaction: queue records get
+/// the dead-letter configuration fields (none), message records a `dead_letter` of `None`.
+fn migrate_from_2(txn: &WriteTransaction) -> Result<(), EngineError> {
+    rewrite_queue_records(txn, |bytes| {
+        let v2: QueueRecordV2 = decode(bytes, "format-2 queue record")?;
+        let c = v2.config;
+        encode(&QueueRecord {
+            uid: v2.uid,
+            config: QueueConfig {
+                visibility_timeout_seconds: c.visibility_timeout_seconds,
+                message_retention_seconds: c.message_retention_seconds,
+                delay_seconds: c.delay_seconds,
+                receive_wait_seconds: c.receive_wait_seconds,
+                max_message_bytes: c.max_message_bytes,
+                max_depth: c.max_depth,
+                tags: c.tags,
+                content_based_deduplication: c.content_based_deduplication,
+                deduplication_scope: c.deduplication_scope,
                 redrive_policy: None,
                 redrive_allow_policy: None,
                 retry_backoff: None,
             },
-            created_at: v1.created_at,
-            updated_at: v1.updated_at,
-        };
-        queues
-            .insert(key.as_str(), encode(&record)?.as_slice())
-            .map_err(storage)?;
-    }
+            created_at: v2.created_at,
+            updated_at: v2.updated_at,
+        })
+    })?;
+    append_none_to_message_records(txn)
+}
 
-    // `deduplication_id` is the last field: postcard encodes `None` as one zero byte.
+/// Adds a trailing `None` field to every message record: postcard encodes `None` as one zero
+/// byte, so appending it is the whole migration of a new last `Option` field.
+fn append_none_to_message_records(txn: &WriteTransaction) -> Result<(), EngineError> {
     let mut meta = txn.open_table(MSG_META).map_err(storage)?;
     let mut after: Option<(u64, u64)> = None;
     loop {
@@ -754,7 +852,10 @@ impl Store {
             _ => Bound::Included((kind, prefix)),
         };
         let mut out = Vec::new();
-        for row in table.range::<(&str, &str)>((start, Bound::Unbounded)).map_err(storage)? {
+        for row in table
+            .range::<(&str, &str)>((start, Bound::Unbounded))
+            .map_err(storage)?
+        {
             if out.len() >= limit {
                 break;
             }
@@ -773,6 +874,37 @@ impl Store {
             ));
         }
         Ok(out)
+    }
+
+    /// Reads the meta records alone (what a move needs to know of a message: where it came
+    /// from, its group) of several messages of one queue from one snapshot; `None` for a
+    /// message not stored.
+    pub(crate) fn read_meta(
+        &self,
+        uid: u64,
+        seqs: &[u64],
+    ) -> Result<Vec<Option<MetaRecord>>, EngineError> {
+        if seqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let db = self.db()?;
+        let read = || -> Result<Vec<Option<MetaRecord>>, EngineError> {
+            let txn = db.begin_read().map_err(storage)?;
+            let meta = txn.open_table(MSG_META).map_err(storage)?;
+            seqs.iter()
+                .map(|&seq| match meta.get((uid, seq)).map_err(storage)? {
+                    Some(m) => decode(m.value(), "message record").map(Some),
+                    None => Ok(None),
+                })
+                .collect()
+        };
+        let result = read();
+        drop(db);
+        if let Err(EngineError::Unavailable(_)) = &result {
+            // As for `read_messages`: make the commit thread notice and reopen.
+            self.submit_detached(Vec::new());
+        }
+        result
     }
 
     fn read_from(
@@ -1039,6 +1171,7 @@ fn removal(op: WriteOp) -> Option<WriteOp> {
             Some(WriteOp::Forget { uid, keys: forget })
         }
         WriteOp::Insert { .. }
+        | WriteOp::Transfer { .. }
         | WriteOp::PutTenant { .. }
         | WriteOp::DeleteTenant { .. }
         | WriteOp::PutQueue { .. }
@@ -1164,6 +1297,43 @@ fn apply_all<'a>(
                     table.remove((kind.as_str(), key.as_str()))?;
                 }
             }
+            WriteOp::Transfer {
+                from,
+                to,
+                next_seq,
+                moves,
+            } => {
+                for arrival in moves {
+                    let source = (*from, arrival.from_seq);
+                    let record = meta.remove(source)?.map(|v| v.value().to_vec());
+                    let content = body.remove(source)?.map(|v| v.value().to_vec());
+                    // The move was decided on the index under the source's lock, which orders
+                    // it before any removal of the message, so both rows exist; only a commit
+                    // reported failed that reached the disk all the same (a failed final fsync)
+                    // can have moved them already. Then there is nothing left to move.
+                    let (Some(record), Some(content)) = (record, content) else {
+                        tracing::warn!(
+                            queue = from,
+                            seq = arrival.from_seq,
+                            "a message to move is no longer stored"
+                        );
+                        continue;
+                    };
+                    let mut record: MetaRecord = postcard::from_bytes(&record)
+                        .map_err(|e| redb::Error::Corrupted(format!("message record: {e}")))?;
+                    if let Some(sent_at) = arrival.sent_at {
+                        record.sent_at = sent_at;
+                    }
+                    record.visible_at = arrival.visible_at;
+                    record.dead_letter = arrival.dead_letter.clone();
+                    let record = postcard::to_stdvec(&record)
+                        .map_err(|e| redb::Error::Corrupted(format!("message record: {e}")))?;
+                    let target = (*to, arrival.to_seq);
+                    meta.insert(target, record.as_slice())?;
+                    body.insert(target, content.as_slice())?;
+                }
+                queue_seq.insert(*to, *next_seq)?;
+            }
         }
     }
     Ok(())
@@ -1210,6 +1380,67 @@ pub(crate) mod tests {
                 message_id: "id-old".into(),
                 group_id: None,
                 deduplication_id: None,
+                dead_letter: None,
+            })
+            .unwrap();
+            // And without format 3's last field (`None` too).
+            assert_eq!(record.pop(), Some(0));
+            assert_eq!(record.pop(), Some(0));
+            let mut msg_meta = txn.open_table(MSG_META).unwrap();
+            msg_meta.insert((uid, seq), record.as_slice()).unwrap();
+            let body = encode(&BodyRecord {
+                body: "old body".into(),
+                attributes: BTreeMap::new(),
+            })
+            .unwrap();
+            let mut msg_body = txn.open_table(MSG_BODY).unwrap();
+            msg_body.insert((uid, seq), body.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+        (uid, seq)
+    }
+
+    /// Writes a format-2 file holding FIFO queue `t/old.fifo` (uid 43, content-based
+    /// deduplication, message-group scope) with one message of group `g`, deduplication id
+    /// `d`; answers the uid and the message's seq.
+    pub(crate) fn write_format_2(path: &Path) -> (u64, u64) {
+        let (uid, seq) = (43, 9);
+        let db = Database::create(path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn.open_table(META).unwrap();
+            meta.insert(FORMAT_KEY, 2).unwrap();
+            let record = QueueRecordV2 {
+                uid,
+                config: QueueConfigV2 {
+                    visibility_timeout_seconds: 45,
+                    message_retention_seconds: 345_600,
+                    delay_seconds: 0,
+                    receive_wait_seconds: 0,
+                    max_message_bytes: 1024,
+                    max_depth: Some(10),
+                    tags: BTreeMap::from([("team".to_owned(), "a".to_owned())]),
+                    content_based_deduplication: true,
+                    deduplication_scope: DeduplicationScope::MessageGroup,
+                },
+                created_at: 0,
+                updated_at: 0,
+            };
+            let mut queues = txn.open_table(QUEUES).unwrap();
+            queues
+                .insert("t/old.fifo", encode(&record).unwrap().as_slice())
+                .unwrap();
+            let mut queue_seq = txn.open_table(QUEUE_SEQ).unwrap();
+            queue_seq.insert(uid, seq + 1).unwrap();
+            // Format 2's message record is format 3's without its last field (`None`).
+            let mut record = encode(&MetaRecord {
+                sent_at: 0,
+                visible_at: 0,
+                size: 8,
+                message_id: "id-old".into(),
+                group_id: Some("g".into()),
+                deduplication_id: Some("d".into()),
+                dead_letter: None,
             })
             .unwrap();
             assert_eq!(record.pop(), Some(0));
@@ -1222,6 +1453,8 @@ pub(crate) mod tests {
             .unwrap();
             let mut msg_body = txn.open_table(MSG_BODY).unwrap();
             msg_body.insert((uid, seq), body.as_slice()).unwrap();
+            let mut dedup = txn.open_table(DEDUP).unwrap();
+            dedup.insert((uid, "g", "d"), (0, seq, "id-old")).unwrap();
         }
         txn.commit().unwrap();
         (uid, seq)

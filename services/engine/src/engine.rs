@@ -333,8 +333,12 @@ pub trait Records: Send + Sync + 'static {
     ) -> Result<Option<u64>, EngineError>;
 
     /// Removes the record if its version is `expected`; answers whether it did.
-    async fn delete_record(&self, kind: &str, key: &str, expected: u64)
-        -> Result<bool, EngineError>;
+    async fn delete_record(
+        &self,
+        kind: &str,
+        key: &str,
+        expected: u64,
+    ) -> Result<bool, EngineError>;
 
     /// Records of `kind` whose keys start with `prefix` and sort strictly after `after`,
     /// ordered by key, at most `limit`.

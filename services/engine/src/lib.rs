@@ -14,16 +14,14 @@ mod ratelimit;
 mod types;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
-pub use engine::{
-    Engine, Messages, QueueListener, Queues, Records, Tenants, Transfers, Upkeep,
-};
+pub use engine::{Engine, Messages, QueueListener, Queues, Records, Tenants, Transfers, Upkeep};
 pub use error::{DeadLetterRefusal, EngineError, HandleError, RedriveOutcome, SendRejection};
 pub use handle::{HandleKey, ReceiptHandle, HANDLE_CHARS, TAG_BYTES};
 pub use names::{NameError, QueueKey, QueueName, TenantId};
 pub use ratelimit::{gcra, Admission, LocalRateLimiter, RateLimit, RateLimiter};
 pub use types::{
     DeadLetter, DeduplicationScope, MessageAttribute, MessageState, NewMessage, QueueConfig,
-    QueueInfo, QueueStats, Quotas, ReceiveOutcome, ReceivedMessage, RedriveAllowPolicy,
-    Record, RedrivePolicy, RetryBackoff, SentMessage, SeqScan, StoredMessage, TenantRecord, DEDUPLICATION_WINDOW_MS,
-    RECEIVE_ATTEMPT_WINDOW_MS,
+    QueueInfo, QueueStats, Quotas, ReceiveOutcome, ReceivedMessage, Record, RedriveAllowPolicy,
+    RedrivePolicy, RetryBackoff, SentMessage, SeqScan, StoredMessage, TenantRecord,
+    DEDUPLICATION_WINDOW_MS, RECEIVE_ATTEMPT_WINDOW_MS,
 };

@@ -69,8 +69,8 @@ use keys::Keys;
 use sluice_engine::{
     Admission, DeadLetterRefusal, EngineError, HandleError, HandleKey, MessageState, Messages,
     Millis, NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas,
-    RateLimit, RateLimiter, ReceiveOutcome, Record, Records, RedriveOutcome, SeqScan, SendRejection, SentMessage,
-    StoredMessage, TenantId, TenantRecord, Tenants, Transfers, Upkeep,
+    RateLimit, RateLimiter, ReceiveOutcome, Record, Records, RedriveOutcome, SendRejection,
+    SentMessage, SeqScan, StoredMessage, TenantId, TenantRecord, Tenants, Transfers, Upkeep,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

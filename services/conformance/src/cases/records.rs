@@ -120,7 +120,7 @@ pub async fn message_seqs_walk_a_queue_in_order(ctx: Ctx) {
     assert!(scan.scanned_to >= scan.last_seq);
 
     // Page by page, two at a time, from where each page says it got to.
-    let mut walked = Vec::new();
+    let mut walked: Vec<u64> = Vec::new();
     let mut after = 0;
     for _ in 0..20 {
         let page = ctx.engine.message_seqs(&key, after, 2).await.unwrap();

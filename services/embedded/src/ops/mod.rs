@@ -2,6 +2,7 @@
 //! [`EmbeddedEngine`](crate::EmbeddedEngine) that the trait impls in `lib.rs` delegate to.
 
 mod change_visibility;
+mod dead_letter;
 mod delete;
 mod delete_queue;
 mod delete_tenant;
@@ -16,5 +17,7 @@ mod put_queue;
 mod queue_info;
 mod receive;
 mod records;
+mod redrive;
 mod send;
 mod tenants;
+mod transfer;

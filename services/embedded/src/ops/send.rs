@@ -30,6 +30,7 @@ impl EmbeddedEngine {
                 message_id: m.message_id.clone(),
                 group_id: m.group_id.clone(),
                 deduplication_id: m.deduplication_id.clone().filter(|_| fifo),
+                dead_letter: None,
             })?;
             let body = encode(&BodyRecord {
                 body: m.body.clone(),
