@@ -7,6 +7,7 @@ mod fifo;
 mod messages;
 mod queues;
 mod records;
+mod redrive_tasks;
 mod tenants;
 mod upkeep;
 
@@ -15,6 +16,7 @@ pub use fifo::*;
 pub use messages::*;
 pub use queues::*;
 pub use records::*;
+pub use redrive_tasks::*;
 pub use tenants::*;
 pub use upkeep::*;
 
