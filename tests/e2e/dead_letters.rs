@@ -303,3 +303,115 @@ async fn invalid_policies_name_their_field_and_change_nothing() {
         json!({"base_seconds": 2, "max_seconds": 60, "jitter": true})
     );
 }
+
+#[tokio::test]
+async fn a_redrive_task_moves_dead_letters_back_at_its_rate() {
+    let server = Server::start();
+    let t = tenant_token("acme");
+    server.call(Method::PUT, "/v1/queues/dlq", &t, None).await;
+    server
+        .call(
+            Method::PUT,
+            "/v1/queues/work",
+            &t,
+            Some(json!({"redrive_policy": {"dead_letter_queue": "dlq", "max_receive_count": 1}})),
+        )
+        .await;
+    let entries: Vec<Value> = (0..10)
+        .map(|i| json!({"id": format!("e{i}"), "body": format!("m{i}")}))
+        .collect();
+    for _ in 0..3 {
+        server
+            .call(
+                Method::POST,
+                "/v1/queues/work/messages/batch",
+                &t,
+                Some(json!({"entries": entries})),
+            )
+            .await;
+    }
+    // Every message once delivered, then moved by a later receive.
+    for _ in 0..10 {
+        receive(&server, &t, "work").await;
+    }
+    let (_, dlq) = server.call(Method::GET, "/v1/queues/dlq", &t, None).await;
+    assert_eq!(dlq["stats"]["visible"], 30, "{dlq}");
+
+    let started = std::time::Instant::now();
+    let (status, task) = server
+        .call(
+            Method::POST,
+            "/v1/queues/dlq/redrive",
+            &t,
+            Some(json!({"max_messages_per_second": 20})),
+        )
+        .await;
+    assert_eq!(status, 202, "{task}");
+    assert_eq!(task["status"], "running");
+    assert_eq!(task["to_move"], 30);
+    assert_eq!(task["destination"], Value::Null);
+    let id = task["id"].as_str().unwrap().to_owned();
+    assert_error(
+        &server
+            .call(Method::POST, "/v1/queues/dlq/redrive", &t, None)
+            .await,
+        409,
+        "Conflict",
+    );
+    let finished = loop {
+        let (_, task) = server
+            .call(Method::GET, &format!("/v1/redrive-tasks/{id}"), &t, None)
+            .await;
+        if task["status"] != "running" {
+            break task;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the task never finished: {task}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let elapsed = started.elapsed();
+    assert_eq!(finished["status"], "completed", "{finished}");
+    assert_eq!(finished["moved"], 30);
+    assert_eq!(finished["failed"], 0);
+    assert!(finished["finished_at"].as_str().unwrap().ends_with('Z'));
+    // 30 messages at 20 per second, with at most one second's worth at once: never faster.
+    assert!(
+        elapsed >= std::time::Duration::from_millis(1400),
+        "30 messages at 20/s took only {elapsed:?}"
+    );
+    let back = peek(&server, &t, "work").await;
+    assert_eq!(back.len(), 10, "peek answers 10 by default");
+    assert!(back.iter().all(|m| m["dead_letter"].is_null() && m["receive_count"] == 0));
+    let (_, work) = server.call(Method::GET, "/v1/queues/work", &t, None).await;
+    assert_eq!(work["stats"]["visible"], 30);
+
+    let (_, list) = server
+        .call(Method::GET, "/v1/redrive-tasks?queue=dlq", &t, None)
+        .await;
+    assert_eq!(list["tasks"].as_array().unwrap().len(), 1);
+    assert_eq!(list["tasks"][0]["id"], id.as_str());
+    assert_error(
+        &server
+            .call(Method::DELETE, &format!("/v1/redrive-tasks/{id}"), &t, None)
+            .await,
+        409,
+        "Conflict",
+    );
+    assert_error(
+        &server
+            .call(Method::GET, "/v1/redrive-tasks/nope", &t, None)
+            .await,
+        404,
+        "TaskNotFound",
+    );
+    let other = tenant_token("other");
+    assert_error(
+        &server
+            .call(Method::GET, &format!("/v1/redrive-tasks/{id}"), &other, None)
+            .await,
+        404,
+        "TaskNotFound",
+    );
+}

@@ -224,6 +224,7 @@ fn operation_ids_are_unique_readable_and_stable() {
     assert_eq!(
         ids,
         [
+            "cancel_redrive_task",
             "change_message_visibility",
             "change_message_visibility_batch",
             "check_health",
@@ -236,8 +237,10 @@ fn operation_ids_are_unique_readable_and_stable() {
             "delete_tenant",
             "get_metrics",
             "get_queue",
+            "get_redrive_task",
             "get_tenant",
             "list_queues",
+            "list_redrive_tasks",
             "list_tenants",
             "mint_tenant_token",
             "patch_queue",
@@ -247,6 +250,7 @@ fn operation_ids_are_unique_readable_and_stable() {
             "receive_messages",
             "send_message",
             "send_message_batch",
+            "start_redrive",
             "update_tenant",
         ],
         "operation ids changed: a new operation adds its id here; renaming one breaks clients"

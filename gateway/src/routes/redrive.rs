@@ -87,6 +87,7 @@ pub async fn list_redrive_tasks(
     params(("id" = String, Path, description = "The task's id")),
     responses(
         (status = 200, description = "The task", body = RedriveTaskOutput),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
         (status = 403, response = Forbidden),
         (status = 404, response = TaskNotFound),
@@ -108,6 +109,7 @@ pub async fn get_redrive_task(
     params(("id" = String, Path, description = "The task's id")),
     responses(
         (status = 204, description = "Cancelled (or already cancelled)"),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
         (status = 403, response = Forbidden),
         (status = 404, response = TaskNotFound),
