@@ -383,7 +383,9 @@ async fn a_redrive_task_moves_dead_letters_back_at_its_rate() {
     );
     let back = peek(&server, &t, "work").await;
     assert_eq!(back.len(), 10, "peek answers 10 by default");
-    assert!(back.iter().all(|m| m["dead_letter"].is_null() && m["receive_count"] == 0));
+    assert!(back
+        .iter()
+        .all(|m| m["dead_letter"].is_null() && m["receive_count"] == 0));
     let (_, work) = server.call(Method::GET, "/v1/queues/work", &t, None).await;
     assert_eq!(work["stats"]["visible"], 30);
 
@@ -409,7 +411,12 @@ async fn a_redrive_task_moves_dead_letters_back_at_its_rate() {
     let other = tenant_token("other");
     assert_error(
         &server
-            .call(Method::GET, &format!("/v1/redrive-tasks/{id}"), &other, None)
+            .call(
+                Method::GET,
+                &format!("/v1/redrive-tasks/{id}"),
+                &other,
+                None,
+            )
             .await,
         404,
         "TaskNotFound",

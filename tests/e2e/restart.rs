@@ -184,3 +184,144 @@ async fn deletes_stay_deleted_and_in_flight_messages_come_back() {
         assert!(received.contains(message["body"].as_str().unwrap()));
     }
 }
+
+/// Sends `count` messages `m<n>` to `queue` in batches of 10 from 4 concurrent senders,
+/// asserting each is acknowledged.
+async fn send_numbered(server: &Server, queue: &str, token: &str, count: usize) -> Vec<String> {
+    let senders = (0..4).map(|sender| {
+        let (client, url, token) = (
+            server.client.clone(),
+            server.url(&format!("/v1/queues/{queue}/messages/batch")),
+            token.to_owned(),
+        );
+        tokio::spawn(async move {
+            let mut bodies = Vec::new();
+            for batch in (sender * 10..count).step_by(40) {
+                let entries: Vec<Value> = (batch..(batch + 10).min(count))
+                    .map(|n| json!({"id": format!("e{n}"), "body": format!("m{n}")}))
+                    .collect();
+                let answer: Value = client
+                    .post(&url)
+                    .header("authorization", format!("Bearer {token}"))
+                    .json(&json!({"entries": entries}))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                assert_eq!(answer["failed"], json!([]), "{answer}");
+                bodies.extend(
+                    entries
+                        .iter()
+                        .map(|e| e["body"].as_str().unwrap().to_owned()),
+                );
+            }
+            bodies
+        })
+    });
+    let mut all = Vec::new();
+    for sender in senders {
+        all.extend(sender.await.unwrap());
+    }
+    all
+}
+
+/// 10,000 messages through a queue with `max_receive_count` 1 and consumers that never delete,
+/// so every message is moved to the DLQ by some receive, while the server is SIGKILLed (and
+/// restarted) five times as the DLQ fills, moves under way: afterwards each message is in
+/// exactly one of the two queues.
+#[tokio::test]
+async fn dead_letter_moves_survive_repeated_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant_token("acme");
+    let args = ["--jwt-secret", SECRET];
+    let mut server = Server::start_in(dir.path(), &args);
+    server.call(Method::PUT, "/v1/queues/dlq", &t, None).await;
+    let (status, _) = server
+        .call(
+            Method::PUT,
+            "/v1/queues/work",
+            &t,
+            Some(json!({
+                "visibility_timeout_seconds": 0,
+                "redrive_policy": {"dead_letter_queue": "dlq", "max_receive_count": 1}
+            })),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let sent = send_numbered(&server, "work", &t, 10_000).await;
+    assert_eq!(sent.len(), 10_000);
+
+    // Consumers that receive and never delete, following the server across restarts.
+    let base = std::sync::Arc::new(std::sync::Mutex::new(server.base.clone()));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let consumers: Vec<_> = (0..4)
+        .map(|_| {
+            let (base, stop, token) = (base.clone(), stop.clone(), t.clone());
+            tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let url = format!("{}/v1/queues/work/messages/receive", base.lock().unwrap());
+                    let answer = client
+                        .post(url)
+                        .header("authorization", format!("Bearer {token}"))
+                        .json(&json!({"max_messages": 10}))
+                        .timeout(Duration::from_secs(5))
+                        .send()
+                        .await;
+                    if answer.is_err() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    // Kill as the DLQ fills past each mark, so that moves are under way at every kill.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for mark in [500, 2500, 4500, 6500, 8500] {
+        loop {
+            let (_, dlq) = server.call(Method::GET, "/v1/queues/dlq", &t, None).await;
+            if dlq["stats"]["visible"].as_u64().unwrap_or(0) >= mark {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "moves stopped below {mark}: {dlq}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        server.kill();
+        server = Server::start_in(dir.path(), &args);
+        *base.lock().unwrap() = server.base.clone();
+    }
+    // Let the consumers move the rest.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, work) = server.call(Method::GET, "/v1/queues/work", &t, None).await;
+        let s = &work["stats"];
+        if s["visible"] == 0 && s["in_flight"] == 0 && s["delayed"] == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the queue never emptied: {work}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for consumer in consumers {
+        consumer.await.unwrap();
+    }
+    server.kill();
+
+    let server = Server::start_in(dir.path(), &args);
+    let in_work = drain(&server, "work", &t).await;
+    let in_dlq = drain(&server, "dlq", &t).await;
+    let mut everywhere = in_work.clone();
+    everywhere.extend(in_dlq.iter().cloned());
+    assert!(
+        in_work.is_empty(),
+        "every message moved: {} left",
+        in_work.len()
+    );
+    assert_eq!(in_dlq.len(), 10_000);
+    assert_none_lost(&sent, &everywhere);
+}

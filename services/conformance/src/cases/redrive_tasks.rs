@@ -97,7 +97,10 @@ pub async fn redrive_task_moves_what_was_there_and_completes(ctx: Ctx) {
         "what could not move, and what came later, stayed"
     );
 
-    let listed = s.list_redrive_tasks(t, Some("dlq"), None, None).await.unwrap();
+    let listed = s
+        .list_redrive_tasks(t, Some("dlq"), None, None)
+        .await
+        .unwrap();
     assert_eq!(listed.tasks.len(), 1);
     assert_eq!(listed.tasks[0].id, task.id);
     assert!(s
