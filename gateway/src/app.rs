@@ -8,9 +8,10 @@ use crate::state::AppState;
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, Uri};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::Router;
+use std::sync::Arc;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::SwaggerUi;
@@ -77,6 +78,7 @@ impl Modify for BearerAuth {
 
 /// The whole application, ready to serve or to call in-process.
 pub fn router(state: AppState) -> Router {
+    let in_flight = state.in_flight.clone();
     let api = Router::new()
         .route("/v1/queues", get(queues::list_queues))
         .route(
@@ -141,6 +143,10 @@ pub fn router(state: AppState) -> Router {
         .merge(api)
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            in_flight,
+            bound_in_flight,
+        ))
         // After the fallbacks, so unmatched requests are counted too.
         .layer(axum::middleware::from_fn(crate::metrics::track))
         .layer(tower_http::trace::TraceLayer::new_for_http())
@@ -156,6 +162,30 @@ async fn method_not_allowed() -> ApiError {
 }
 
 static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Serves at most `max_in_flight_requests` `/v1` requests at once: one more is refused at once
+/// with 503 `Unavailable` and `Retry-After` rather than queued, so overload costs the gateway
+/// little. The probes and `/metrics` are never refused.
+async fn bound_in_flight(
+    axum::extract::State(in_flight): axum::extract::State<Arc<tokio::sync::Semaphore>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !request.uri().path().starts_with("/v1/") {
+        return next.run(request).await;
+    }
+    match in_flight.try_acquire_owned() {
+        Ok(_permit) => next.run(request).await,
+        Err(_) => {
+            metrics::counter!("sluice_overload_rejections_total", "reason" => "in_flight")
+                .increment(1);
+            ApiError::Service(sluice_services::ServiceError::Overloaded(
+                "this gateway is serving its max_in_flight_requests already; retry shortly".into(),
+            ))
+            .into_response()
+        }
+    }
+}
 
 /// Echoes a caller's request id of at most 128 visible ASCII characters, otherwise makes one;
 /// errors raised while serving read it from the task-local.

@@ -82,6 +82,14 @@ pub struct CommonArgs {
     /// file-descriptor limit (at most 65536).
     #[arg(long, env = "SLUICE_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
+    /// `/v1` requests served at once; past it a request answers 503 `Unavailable` with
+    /// `Retry-After` at once (1–16777216). Default 32768.
+    #[arg(long, env = "SLUICE_MAX_IN_FLIGHT_REQUESTS")]
+    pub max_in_flight_requests: Option<usize>,
+    /// Long polls waiting for a message at once; past it a receive that would wait answers 503
+    /// `Unavailable` with `Retry-After` (1–16777216). Default 16384.
+    #[arg(long, env = "SLUICE_MAX_WAITING_POLLS")]
+    pub max_waiting_polls: Option<usize>,
     /// Seconds a client may take to send a request's headers (1–3600). Default 10.
     #[arg(long, env = "SLUICE_HEADER_TIMEOUT_SECONDS")]
     pub header_timeout_seconds: Option<u64>,
@@ -151,6 +159,10 @@ pub enum Store {
 pub struct ConnectionLimits {
     /// Connections served at once; `None` derives it from the file-descriptor limit at start.
     pub max_connections: Option<usize>,
+    /// `/v1` requests in progress at once; more are refused (503) rather than queued.
+    pub max_in_flight_requests: usize,
+    /// Long polls waiting at once; more are refused (503) rather than held.
+    pub max_waiting_polls: usize,
     /// How long a request's headers may take to arrive, counted from its first byte (or from
     /// the connection's opening, for its first request).
     pub header_timeout: Duration,
@@ -352,14 +364,30 @@ fn resolve_connections(
         }
         Ok(Duration::from_secs(value))
     };
-    let max_connections = args.max_connections.or(file.max_connections);
-    if let Some(n) = max_connections.filter(|n| !(1..=16_777_216).contains(n)) {
-        return Err(ConfigError(format!(
-            "max_connections: must be between 1 and 16777216, got {n}"
-        )));
-    }
+    let count = |name: &str, value: Option<usize>| match value {
+        Some(n) if !(1..=16_777_216).contains(&n) => Err(ConfigError(format!(
+            "{name}: must be between 1 and 16777216, got {n}"
+        ))),
+        other => Ok(other),
+    };
+    let max_connections = count(
+        "max_connections",
+        args.max_connections.or(file.max_connections),
+    )?;
+    let max_in_flight_requests = count(
+        "max_in_flight_requests",
+        args.max_in_flight_requests.or(file.max_in_flight_requests),
+    )?
+    .unwrap_or(32_768);
+    let max_waiting_polls = count(
+        "max_waiting_polls",
+        args.max_waiting_polls.or(file.max_waiting_polls),
+    )?
+    .unwrap_or(16_384);
     Ok(ConnectionLimits {
         max_connections,
+        max_in_flight_requests,
+        max_waiting_polls,
         header_timeout: seconds(
             "header_timeout_seconds",
             args.header_timeout_seconds,

@@ -87,7 +87,9 @@ impl ApiError {
                 S::TenantDeleted(_) => (StatusCode::UNAUTHORIZED, "Unauthenticated", false),
                 S::ReceiptHandleInvalid => (StatusCode::BAD_REQUEST, "ReceiptHandleInvalid", false),
                 S::ReceiptHandleStale => (StatusCode::GONE, "ReceiptHandleStale", false),
-                S::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "Unavailable", true),
+                S::Unavailable(_) | S::Overloaded(_) => {
+                    (StatusCode::SERVICE_UNAVAILABLE, "Unavailable", true)
+                }
                 S::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "Internal", false),
             },
             ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "Unauthenticated", false),
@@ -125,7 +127,10 @@ impl ApiError {
     /// Logs a server-side failure (5xx) with the request id, so an operator can find the cause
     /// of the answer a caller reports.
     pub fn log(&self, request_id: &str) {
-        if self.classify().0.is_server_error() {
+        // Refusals under overload are counted (`sluice_overload_rejections_total`), not logged
+        // one by one: a flood must not become a flood of log lines too.
+        let overload = matches!(self, ApiError::Service(ServiceError::Overloaded(_)));
+        if self.classify().0.is_server_error() && !overload {
             tracing::error!(request_id, error = %self, "request failed");
         }
     }

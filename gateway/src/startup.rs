@@ -64,6 +64,7 @@ impl Application {
             clock,
             Limits {
                 max_message_bytes: settings.max_message_bytes,
+                max_waiting_polls: settings.connections.max_waiting_polls,
             },
         )
         .with_metrics_per_queue(settings.metrics_per_queue)
@@ -80,6 +81,9 @@ impl Application {
             state: AppState {
                 services,
                 auth: Arc::new(auth),
+                in_flight: Arc::new(tokio::sync::Semaphore::new(
+                    settings.connections.max_in_flight_requests,
+                )),
             },
             bounds,
         })

@@ -1,4 +1,4 @@
-//! What every handler shares: the services and the token verifier.
+//! What every handler shares: the services, the token verifier and the in-flight bound.
 
 use crate::auth::Auth;
 use sluice_services::Services;
@@ -11,4 +11,6 @@ pub struct AppState {
     pub services: Services,
     /// Token verification (and minting, when a signing key is configured).
     pub auth: Arc<Auth>,
+    /// One permit per `/v1` request in progress, up to `max_in_flight_requests`.
+    pub in_flight: Arc<tokio::sync::Semaphore>,
 }

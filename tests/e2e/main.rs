@@ -11,6 +11,7 @@ mod fifo;
 mod harness;
 mod metrics;
 mod openapi;
+mod overload;
 mod queues_and_messages;
 mod ratelimit;
 mod readme;

@@ -52,6 +52,10 @@ pub enum ServiceError {
     /// The message was delivered again (or deleted) since the handle was issued.
     #[error("receipt handle is stale: the message was delivered again or deleted")]
     ReceiptHandleStale,
+    /// The gateway is at one of its overload bounds (requests in flight, long polls waiting):
+    /// refused at once rather than queued; retrying shortly, or elsewhere, may succeed.
+    #[error("{0}")]
+    Overloaded(String),
     /// The store is unreachable for now.
     #[error("store unavailable: {0}")]
     Unavailable(String),

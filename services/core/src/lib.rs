@@ -40,12 +40,16 @@ use std::sync::Arc;
 pub struct Limits {
     /// The largest message (body plus attributes) any queue may accept.
     pub max_message_bytes: u32,
+    /// Long polls that may wait at once in this process; a receive that would wait past it
+    /// answers `Unavailable` at once (after its first look) instead of holding one more.
+    pub max_waiting_polls: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             max_message_bytes: 1_048_576,
+            max_waiting_polls: 16_384,
         }
     }
 }
@@ -62,6 +66,8 @@ pub struct Services {
     stopping: Arc<tokio::sync::watch::Sender<bool>>,
     /// Names this process in the leases of the background work it takes on.
     instance_id: Arc<String>,
+    /// Long polls waiting now, for `max_waiting_polls`.
+    waiting_polls: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Services {
@@ -76,6 +82,7 @@ impl Services {
             limiter: Arc::new(LocalRateLimiter::new()),
             stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
             instance_id: Arc::new(uuid::Uuid::new_v4().to_string()),
+            waiting_polls: Arc::default(),
         }
     }
 

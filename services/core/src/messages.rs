@@ -15,7 +15,8 @@ use sluice_engine::{
     SentMessage, StoredMessage, TenantId,
 };
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// A message to send.
 #[derive(Debug, Clone, Default)]
@@ -433,7 +434,7 @@ impl Services {
             let wake_at = outcome
                 .next_visible_at
                 .map_or(deadline, |at| at.min(deadline));
-            let _waiting = WaitingPoll::new();
+            let _waiting = WaitingPoll::admit(&self.waiting_polls, self.limits.max_waiting_polls)?;
             tokio::select! {
                 _ = listener.changed() => {}
                 _ = self.clock.sleep_until(wake_at) => {}
@@ -606,18 +607,30 @@ pub(crate) fn publish_waiting_polls() {
 
 /// Counts a long poll as waiting while it lives, also when its request is dropped mid-wait
 /// (the client went away).
-struct WaitingPoll;
+struct WaitingPoll(Arc<AtomicUsize>);
 
 impl WaitingPoll {
-    fn new() -> Self {
+    /// Counts one more waiting poll, unless `max` are waiting already: then the poll is
+    /// refused rather than held, so a flood of long polls cannot grow memory without bound.
+    fn admit(waiting: &Arc<AtomicUsize>, max: usize) -> Result<Self, ServiceError> {
+        if waiting.fetch_add(1, Ordering::AcqRel) >= max {
+            waiting.fetch_sub(1, Ordering::AcqRel);
+            metrics::counter!("sluice_overload_rejections_total", "reason" => "waiting_polls")
+                .increment(1);
+            return Err(ServiceError::Overloaded(format!(
+                "{max} long polls are waiting in this gateway already (max_waiting_polls); \
+                 retry shortly"
+            )));
+        }
         WAITING_POLLS.fetch_add(1, Ordering::Relaxed);
         publish_waiting_polls();
-        Self
+        Ok(Self(waiting.clone()))
     }
 }
 
 impl Drop for WaitingPoll {
     fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
         WAITING_POLLS.fetch_sub(1, Ordering::Relaxed);
         publish_waiting_polls();
     }
