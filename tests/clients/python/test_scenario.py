@@ -8,6 +8,7 @@ UnexpectedStatus) or a model that does not parse.
 """
 
 import os
+import time
 import uuid
 from http import HTTPStatus
 
@@ -25,12 +26,19 @@ from sluice_client.api.admin import (
 from sluice_client.api.messages import (
     change_message_visibility,
     change_message_visibility_batch,
+    dead_letter_message,
     delete_message,
     delete_message_batch,
     peek_messages,
     receive_messages,
     send_message,
     send_message_batch,
+)
+from sluice_client.api.redrive import (
+    cancel_redrive_task,
+    get_redrive_task,
+    list_redrive_tasks,
+    start_redrive,
 )
 from sluice_client.types import Unset
 from sluice_client.api.operations import check_health, check_readiness
@@ -45,6 +53,7 @@ from sluice_client.api.queues import (
 from sluice_client.models import (
     Attribute,
     CreateTenant,
+    DeadLetterInput,
     DeleteBatch,
     DeleteBatchEntry,
     ErrorBody,
@@ -56,6 +65,10 @@ from sluice_client.models import (
     QueueList,
     QuotasBody,
     ReceiveInput,
+    RedriveInput,
+    RedrivePolicy,
+    RedriveTaskList,
+    RedriveTaskOutput,
     SendBatch,
     SendBatchEntry,
     SendMessage,
@@ -239,6 +252,47 @@ def test_messages(tenant):
     send_message.sync("py-work", client=tenant, body=SendMessage(body="to purge"))
     assert purge_queue.sync_detailed("py-work", client=tenant).status_code == HTTPStatus.NO_CONTENT
     assert get_queue.sync("py-work", client=tenant).stats.visible == 0
+
+
+def test_dead_letters_and_redrive(tenant):
+    assert isinstance(put_queue.sync("py-dlq", client=tenant, body=QueueConfigInput()), Queue)
+    source = put_queue.sync(
+        "py-source",
+        client=tenant,
+        body=QueueConfigInput(redrive_policy=RedrivePolicy(dead_letter_queue="py-dlq", max_receive_count=3)),
+    )
+    assert isinstance(source, Queue)
+    assert source.config.redrive_policy.dead_letter_queue == "py-dlq"
+    send_message.sync("py-source", client=tenant, body=SendMessage(body="poison"))
+    got = receive_messages.sync("py-source", client=tenant, body=ReceiveInput())
+    moved = dead_letter_message.sync_detailed(
+        "py-source", got.messages[0].receipt_handle, client=tenant, body=DeadLetterInput(reason="unparseable")
+    )
+    assert moved.status_code == HTTPStatus.NO_CONTENT, moved.content
+    in_dlq = peek_messages.sync("py-dlq", client=tenant)
+    assert [m.body for m in in_dlq.messages] == ["poison"]
+    assert in_dlq.messages[0].dead_letter.reason == "unparseable"
+    assert in_dlq.messages[0].dead_letter.source_queue == "py-source"
+    task = start_redrive.sync_detailed("py-dlq", client=tenant, body=RedriveInput(max_messages_per_second=100))
+    assert task.status_code == HTTPStatus.ACCEPTED, task.content
+    assert isinstance(task.parsed, RedriveTaskOutput) and task.parsed.to_move == 1
+    deadline = time.monotonic() + 20
+    while True:
+        one = get_redrive_task.sync(task.parsed.id, client=tenant)
+        assert isinstance(one, RedriveTaskOutput)
+        if one.status != "running":
+            break
+        assert time.monotonic() < deadline, one
+        time.sleep(0.05)
+    assert (one.status, one.moved, one.failed) == ("completed", 1, 0)
+    listed = list_redrive_tasks.sync(client=tenant, queue="py-dlq")
+    assert isinstance(listed, RedriveTaskList) and [t.id for t in listed.tasks] == [task.parsed.id]
+    ended = cancel_redrive_task.sync_detailed(task.parsed.id, client=tenant)
+    assert ended.status_code == HTTPStatus.CONFLICT and ended.parsed.error.code == "Conflict"
+    back = peek_messages.sync("py-source", client=tenant)
+    assert [m.body for m in back.messages] == ["poison"] and back.messages[0].receive_count == 0
+    missing = get_redrive_task.sync_detailed("no-such-task", client=tenant)
+    assert missing.status_code == HTTPStatus.NOT_FOUND and missing.parsed.error.code == "TaskNotFound"
 
 
 def test_typed_errors(tenant):

@@ -180,6 +180,43 @@ test("messages: send, batch, peek, receive, visibility, delete, purge", async ()
   assert.equal(stats.data?.stats.in_flight, 0);
 });
 
+test("redrive: dead-letter a message, then move it back with a task", async () => {
+  const dlq = { params: { path: { queue: "ts-dlq" } } };
+  const source = { params: { path: { queue: "ts-source" } } };
+  await tenant.PUT("/v1/queues/{queue}", { ...dlq, body: {} });
+  const created = await tenant.PUT("/v1/queues/{queue}", {
+    ...source,
+    body: { redrive_policy: { dead_letter_queue: "ts-dlq", max_receive_count: 3 } },
+  });
+  assert.equal(created.data?.config.redrive_policy?.max_receive_count, 3);
+  await tenant.POST("/v1/queues/{queue}/messages", { ...source, body: { body: "poison" } });
+  const got = await tenant.POST("/v1/queues/{queue}/messages/receive", { ...source, body: {} });
+  const receipt_handle = got.data!.messages[0]!.receipt_handle!;
+  const moved = await tenant.POST("/v1/queues/{queue}/messages/{receipt_handle}/dead-letter", {
+    params: { path: { queue: "ts-source", receipt_handle } },
+    body: { reason: "unparseable" },
+  });
+  assert.equal(moved.response.status, 204);
+  const inDlq = await tenant.GET("/v1/queues/{queue}/messages", dlq);
+  assert.equal(inDlq.data?.messages[0]?.dead_letter?.reason, "unparseable");
+  const started = await tenant.POST("/v1/queues/{queue}/redrive", { ...dlq, body: { max_messages_per_second: 100 } });
+  assert.equal(started.response.status, 202);
+  const id = started.data!.id;
+  const deadline = Date.now() + 20_000;
+  let task = started.data!;
+  while (task.status === "running") {
+    assert.ok(Date.now() < deadline, JSON.stringify(task));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const read = await tenant.GET("/v1/redrive-tasks/{id}", { params: { path: { id } } });
+    task = read.data!;
+  }
+  assert.deepEqual([task.status, task.moved, task.failed], ["completed", 1, 0]);
+  const listed = await tenant.GET("/v1/redrive-tasks", { params: { query: { queue: "ts-dlq" } } });
+  assert.deepEqual(listed.data?.tasks.map((t) => t.id), [id]);
+  const back = await tenant.GET("/v1/queues/{queue}/messages", source);
+  assert.deepEqual(back.data?.messages.map((m) => [m.body, m.receive_count]), [["poison", 0]]);
+});
+
 test("errors: validation, no token, wrong scope decode into ErrorBody", async () => {
   const bad = await tenant.PUT("/v1/queues/{queue}", {
     params: { path: { queue: "ts-bad" } },
