@@ -278,52 +278,71 @@ impl RedisEngine {
     }
 
     /// Completes intents older than the grace in the queues due by `now` (a bounded batch);
-    /// answers how many it finished (moved or restored).
+    /// answers how many it finished (moved or restored). A queue whose recovery fails is
+    /// logged and left due for the next pass; the others are still recovered.
     pub(crate) async fn recover_transfers(&self, now: Millis) -> Result<u64, EngineError> {
         let mut completed = 0;
+        let mut failure = None;
         for (queue_id, token) in self.due_transfers(now, RECOVERY_BATCH).await? {
-            let Some(key) = Keys::parse_queue_id(&queue_id) else {
-                self.unregister_transfers(&queue_id, &token).await?;
-                continue;
-            };
-            let mut ripe = Vec::new();
-            let mut youngest: Option<Millis> = None;
-            for (id, json) in self.transfer_intents(&key).await? {
-                let intent: Intent = match from_json(&json) {
-                    Ok(intent) => intent,
-                    Err(e) => {
-                        tracing::error!(
-                            queue = queue_id,
-                            transfer = id,
-                            "unreadable move intent: {e}"
-                        );
-                        continue;
-                    }
-                };
-                let at = intent.moved_at()?;
-                if at + RECOVERY_GRACE_MS <= now {
-                    ripe.push((id, intent));
-                } else {
-                    youngest = youngest.max(Some(at));
+            match self.recover_queue(&queue_id, &token, now).await {
+                Ok(done) => completed += done,
+                Err(e) => {
+                    tracing::warn!(queue = queue_id, "recovering moves failed: {e}");
+                    failure = Some(e);
                 }
             }
-            if !ripe.is_empty() {
-                let (_, done) = self.complete(&key, &ripe, now, None).await?;
-                completed += done;
-                tracing::warn!(
+        }
+        match failure {
+            Some(e) if completed == 0 => Err(e),
+            _ => Ok(completed),
+        }
+    }
+
+    /// Recovery of one due queue: completes its ripe intents, then files it again for those
+    /// still within their grace, or drops its due entry if nobody registered it since.
+    async fn recover_queue(
+        &self,
+        queue_id: &str,
+        token: &str,
+        now: Millis,
+    ) -> Result<u64, EngineError> {
+        let Some(key) = Keys::parse_queue_id(queue_id) else {
+            self.unregister_transfers(queue_id, token).await?;
+            return Ok(0);
+        };
+        let mut ripe = Vec::new();
+        let mut youngest: Option<Millis> = None;
+        for (id, json) in self.transfer_intents(&key).await? {
+            let read = from_json::<Intent>(&json).and_then(|i| Ok((i.moved_at()?, i)));
+            match read {
+                Ok((at, intent)) if at + RECOVERY_GRACE_MS <= now => ripe.push((id, intent)),
+                Ok((at, _)) => youngest = youngest.max(Some(at)),
+                // Kept for an operator to look at; it must not block the queue's other moves.
+                Err(e) => tracing::error!(
                     queue = queue_id,
-                    intents = ripe.len(),
-                    "completed interrupted moves"
-                );
+                    transfer = id,
+                    "unreadable move intent: {e}"
+                ),
             }
-            match youngest {
-                // Still within their grace: look again once it ends.
-                Some(at) => {
-                    self.register_transfers(&queue_id, at + RECOVERY_GRACE_MS)
-                        .await?
-                }
-                None => self.unregister_transfers(&queue_id, &token).await?,
+        }
+        let mut completed = 0;
+        if !ripe.is_empty() {
+            let (_, done) = self.complete(&key, &ripe, now, None).await?;
+            completed = done;
+            tracing::warn!(
+                queue = queue_id,
+                intents = ripe.len(),
+                completed,
+                "completed interrupted moves"
+            );
+        }
+        match youngest {
+            // Still within their grace: look again once it ends.
+            Some(at) => {
+                self.register_transfers(queue_id, at + RECOVERY_GRACE_MS)
+                    .await?
             }
+            None => self.unregister_transfers(queue_id, token).await?,
         }
         Ok(completed)
     }
