@@ -267,3 +267,119 @@ async fn finished_moves_leave_nothing_for_recovery() {
     );
     assert_eq!(all(&engine, &key("dlq"), later).await.len(), 1);
 }
+
+/// Redrive takes a message in flight too: its delivery's handle no longer changes anything in
+/// the source, and the message arrives fresh (never received, no dead-letter record).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redrive_moves_a_message_in_flight_and_voids_its_handle() {
+    let engine = engine(&shared_cluster().url(), &unique_prefix("redrive-flight")).await;
+    engine
+        .put_queue(&key("dlq"), QueueConfig::with_defaults(262_144), NOW)
+        .await
+        .unwrap();
+    engine
+        .put_queue(&key("back"), QueueConfig::with_defaults(262_144), NOW)
+        .await
+        .unwrap();
+    engine
+        .send(&key("dlq"), vec![message("m")], NOW)
+        .await
+        .unwrap();
+    let got = engine.receive(&key("dlq"), 1, 30, None, NOW).await.unwrap();
+    let (seq, handle) = (
+        got.messages[0].message.seq,
+        got.messages[0].receipt_handle.clone(),
+    );
+    let back = QueueName::parse("back").unwrap();
+    assert_eq!(
+        engine
+            .redrive(&key("dlq"), &[seq], Some(&back), NOW)
+            .await
+            .unwrap(),
+        [sluice_engine::RedriveOutcome::Moved]
+    );
+    assert_eq!(
+        engine
+            .change_visibility(&key("dlq"), &[(handle, 0)], NOW)
+            .await
+            .unwrap(),
+        [Err(sluice_engine::HandleError::Stale)]
+    );
+    let arrived = all(&engine, &key("back"), NOW).await;
+    assert_eq!(arrived.len(), 1);
+    assert_eq!(
+        (arrived[0].receive_count, &arrived[0].dead_letter),
+        (0, &None)
+    );
+    assert_eq!(
+        engine
+            .receive(&key("back"), 1, 30, None, NOW)
+            .await
+            .unwrap()
+            .messages
+            .len(),
+        1,
+        "visible at once"
+    );
+}
+
+/// On Cluster, a FIFO move interrupted after its intent lets the rest of the group go on, and
+/// recovery puts the message at the end of the FIFO dead-letter queue with its group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_an_interrupted_fifo_move_is_recovered_into_its_group() {
+    let engine = engine(&shared_cluster().url(), &unique_prefix("crash-fifo")).await;
+    engine
+        .put_queue(&key("dlq.fifo"), QueueConfig::with_defaults(262_144), NOW)
+        .await
+        .unwrap();
+    engine
+        .put_queue(&key("src.fifo"), with_dlq("dlq.fifo"), NOW)
+        .await
+        .unwrap();
+    let fifo = |body: &str| NewMessage {
+        group_id: Some("g".into()),
+        deduplication_id: Some(body.into()),
+        ..message(body)
+    };
+    engine
+        .send(&key("src.fifo"), vec![fifo("a"), fifo("b")], NOW)
+        .await
+        .unwrap();
+    let got = engine
+        .receive(&key("src.fifo"), 1, 30, None, NOW)
+        .await
+        .unwrap();
+    assert_eq!(got.messages[0].message.body, "a");
+    engine
+        .dead_letter_interrupted(
+            &key("src.fifo"),
+            &got.messages[0].receipt_handle,
+            "bad",
+            NOW + 1_000,
+            CrashPoint::AfterIntent,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let next = engine
+        .receive(&key("src.fifo"), 10, 30, None, NOW + 1_000)
+        .await
+        .unwrap();
+    assert_eq!(next.messages.len(), 1);
+    assert_eq!(next.messages[0].message.body, "b", "the group goes on");
+    let later = NOW + 1_000 + RECOVERY_GRACE_MS;
+    assert_eq!(engine.recover_transfers(later).await.unwrap(), 1);
+    let moved = engine
+        .receive(&key("dlq.fifo"), 10, 30, None, later)
+        .await
+        .unwrap();
+    assert_eq!(moved.messages.len(), 1);
+    let m = &moved.messages[0].message;
+    assert_eq!((m.body.as_str(), m.group_id.as_deref()), ("a", Some("g")));
+    assert_eq!(
+        m.sent_at,
+        NOW + 1_000,
+        "a FIFO DLQ restarts retention at the move"
+    );
+    assert_eq!(m.dead_letter.as_ref().unwrap().receive_count, 1);
+}
