@@ -7,7 +7,7 @@ use sluice_engine::{EngineError, Millis, QueueKey};
 
 /// How long a queue remembers the transfer ids applied into it: recovery repeats an apply
 /// within seconds, so a day is a wide margin.
-const APPLIED_WINDOW_MS: Millis = 24 * 60 * 60 * 1000;
+pub(crate) const APPLIED_WINDOW_MS: Millis = 24 * 60 * 60 * 1000;
 
 /// One message to insert at the destination.
 pub(crate) struct Arrival {
