@@ -174,7 +174,7 @@ impl Services {
                 return Err(ServiceError::QueueNotFound);
             }
         }
-        let scan = self.engine.message_seqs(&key, u64::MAX, 0).await?;
+        let scan = self.engine.message_seqs(&key, 0, 0).await?;
         let id = format!(
             "{now:013}-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..12]

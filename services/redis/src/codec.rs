@@ -1,14 +1,17 @@
 //! What the engine stores in Redis values, and how it reads script replies.
 //!
-//! A message's immutable part (id, body, attributes, group, deduplication id) is one JSON value in the queue's
-//! `msg` hash, written once at send and read only when the message is delivered or peeked;
+//! A message's immutable part (id, body, attributes, group, deduplication id, and its
+//! dead-letter record while it is in a dead-letter queue) is one JSON value in the queue's
+//! `msg` hash, written at send (or by a move) and read only when the message is delivered or
+//! peeked;
 //! everything a script needs to decide (times, counts, delivery numbers) lives in sorted-set
 //! scores and the small `rx` record, so scripts never parse JSON.
 
 use redis::Value;
 use serde::{Deserialize, Serialize};
 use sluice_engine::{
-    EngineError, MessageAttribute, Millis, QueueConfig, QueueStats, StoredMessage, TenantRecord,
+    DeadLetter, EngineError, MessageAttribute, Millis, QueueConfig, QueueStats, StoredMessage,
+    TenantRecord,
 };
 use std::collections::BTreeMap;
 
@@ -25,6 +28,9 @@ pub(crate) struct StoredBody {
     pub group_id: Option<String>,
     #[serde(rename = "d", default, skip_serializing_if = "Option::is_none")]
     pub deduplication_id: Option<String>,
+    /// Set by a move into a dead-letter queue, cleared by a redrive (both rewrite the JSON).
+    #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter: Option<DeadLetter>,
 }
 
 impl StoredBody {
@@ -46,7 +52,7 @@ impl StoredBody {
             group_id: self.group_id,
             deduplication_id: self.deduplication_id,
             seq,
-            dead_letter: None,
+            dead_letter: self.dead_letter,
         }
     }
 }
@@ -181,6 +187,7 @@ mod tests {
             attributes,
             group_id: None,
             deduplication_id: None,
+            dead_letter: None,
         };
         let json = to_json(&body).unwrap();
         assert!(!json.contains("\"g\"") && !json.contains("\"d\""));

@@ -19,6 +19,8 @@
 //! | `{P:<tenant>:<queue>}:dedup-at` | zset | FIFO: the same keys scored by `accepted_at` (clean-up) |
 //! | `{P:<tenant>:<queue>}:attempt` | hash | FIFO: receive request attempt id → the answer it got (see `receive.lua`) |
 //! | `{P:<tenant>:<queue>}:attempt-at` | zset | FIFO: the same ids scored by when they were answered (clean-up) |
+//! | `{P:<tenant>:<queue>}:out` | hash | moves leaving the queue: transfer id → intent (JSON: the message's full record, destination, dead-letter change, when), from the intent until the ack (see `ops/transfers.rs`) |
+//! | `{P:<tenant>:<queue>}:applied` | zset | transfer ids applied into this queue, scored by when (idempotency of the apply step; trimmed after 24 h) |
 //! | `{P:<tenant>:<queue>}:fence` | string | the highest tenant generation a tenant deletion voided for this name: `put_queue` refuses registrations of that generation or older (kept for good) |
 //! | `{P}:tenants` | hash | tenant id → tenant record (JSON) |
 //! | `{P}:tenant-deleted` | hash | tenant id → when it was last deleted (ms; its tombstone, kept for good): tokens issued until then are refused |
@@ -29,6 +31,8 @@
 //! | `{P}:queues` | zset | `<tenant>/<queue>` of every queue, scored by when it was last registered (the expiry sweep walks it) |
 //! | `{P}:queue-uids` | hash | `<tenant>/<queue>` → uid of the incarnation it was last registered for |
 //! | `{P}:handle-key` | string | the receipt-handle key (hex), set once with `SET NX` by the first engine to connect and read by every engine at connect |
+//! | `{P}:transfers` | zset | `<tenant>/<queue>` of queues that may hold unfinished moves, scored by when recovery should look (registered before each intent) |
+//! | `{P}:transfer-regs` | hash | `<tenant>/<queue>` → random token of its latest `transfers` registration, so recovery drops only the entry it looked at |
 //! | `{P}:queue-gens` | hash | `<tenant>/<queue>` → tenant generation of its last registration |
 //! | `{P}:records:<kind>` | hash | the services' small records (redrive tasks): key → `<version> <value>` |
 //! | `{P}:record-keys:<kind>` | zset | the same keys, score 0 (ordered listing by `ZRANGEBYLEX`) |
@@ -37,9 +41,10 @@
 //! Pub/sub channel `P:wake` carries `<engine instance> <tenant>/<queue>` after a send (or a
 //! visibility reset to 0, or a queue deletion).
 //!
-//! A standard queue has the first six keys; a FIFO queue (name ending in `.fifo`) has all
-//! fifteen, and its scripts get all fifteen as `KEYS` (that is how a script tells them apart);
-//! `put_queue` and `delete_queue` get the `fence` key after them.
+//! Every queue script gets the queue's keys as `KEYS`: a standard queue's six, then `out` and
+//! `applied` (eight); a FIFO queue (name ending in `.fifo`) its six, the nine FIFO keys, then
+//! `out` and `applied` (seventeen; that is how a script tells them apart); `put_queue` and
+//! `delete_queue` get the `fence` key after them.
 //! The keys of one queue share one hash tag, so each queue lives in one cluster slot and
 //! each queue operation is one script over one slot. The registries share another tag so that
 //! registering or dropping a queue or tenant is one atomic script; they are touched by
@@ -54,7 +59,7 @@ pub(crate) struct Keys {
 }
 
 /// The keys of one queue, in the order every queue script takes them as `KEYS`: the six of
-/// every queue, then (FIFO queues only) the nine of FIFO bookkeeping.
+/// every queue, then (FIFO queues only) the nine of FIFO bookkeeping, then the two of moves.
 #[derive(Debug, Clone)]
 pub(crate) struct QueueKeys(pub Vec<String>);
 
@@ -72,6 +77,8 @@ const FIFO_PARTS: [&str; 9] = [
     "attempt",
     "attempt-at",
 ];
+/// The parts of moves between queues, last in every queue's keys.
+const TRANSFER_PARTS: [&str; 2] = ["out", "applied"];
 
 impl Keys {
     /// Checks the prefix cannot break a hash tag or a key.
@@ -88,7 +95,7 @@ impl Keys {
     }
 
     /// The keys of one queue: meta, vis, rcv, sent, msg, rx, and for a FIFO queue ready,
-    /// wait, group, gmsg, mgrp, dedup, dedup-at, attempt, attempt-at.
+    /// wait, group, gmsg, mgrp, dedup, dedup-at, attempt, attempt-at; then out, applied.
     pub(crate) fn queue(&self, key: &QueueKey) -> QueueKeys {
         let tag = format!("{{{}:{}:{}}}", self.prefix, key.tenant, key.name);
         let fifo: &[&str] = if key.name.is_fifo() { &FIFO_PARTS } else { &[] };
@@ -96,6 +103,7 @@ impl Keys {
             QUEUE_PARTS
                 .iter()
                 .chain(fifo)
+                .chain(&TRANSFER_PARTS)
                 .map(|part| format!("{tag}:{part}"))
                 .collect(),
         )
@@ -104,6 +112,11 @@ impl Keys {
     /// The queue's fence: under its hash tag, but not one of the keys deleting it removes.
     pub(crate) fn queue_fence(&self, key: &QueueKey) -> String {
         format!("{{{}:{}:{}}}:fence", self.prefix, key.tenant, key.name)
+    }
+
+    /// The queue's `out` hash: intents of moves leaving it (also one of its queue keys).
+    pub(crate) fn transfer_intents(&self, key: &QueueKey) -> String {
+        format!("{{{}:{}:{}}}:out", self.prefix, key.tenant, key.name)
     }
 
     /// How a queue is named in the registry and in wake-ups: `<tenant>/<queue>`.
@@ -147,6 +160,16 @@ impl Keys {
     /// Tenant generations.
     pub(crate) fn tenant_gens(&self) -> String {
         self.registry("tenant-gen")
+    }
+
+    /// Queues that may hold unfinished moves, by when recovery should look.
+    pub(crate) fn transfers_due(&self) -> String {
+        self.registry("transfers")
+    }
+
+    /// The token of each queue's latest `transfers_due` registration.
+    pub(crate) fn transfer_regs(&self) -> String {
+        self.registry("transfer-regs")
     }
 
     /// Tenant deletions under way.
@@ -211,13 +234,16 @@ mod tests {
     fn queue_keys_share_one_hash_tag() {
         let keys = Keys::new("sluice").unwrap();
         let q = keys.queue(&key("acme", "orders.fifo"));
-        assert_eq!(q.0.len(), 15);
-        assert_eq!(keys.queue(&key("acme", "orders")).0.len(), 6);
+        assert_eq!(q.0.len(), 17);
+        assert_eq!(keys.queue(&key("acme", "orders")).0.len(), 8);
         for k in &q.0 {
             assert!(k.starts_with("{sluice:acme:orders.fifo}:"), "{k}");
         }
         let fence = keys.queue_fence(&key("acme", "orders.fifo"));
         assert!(fence.starts_with("{sluice:acme:orders.fifo}:") && !q.0.contains(&fence));
+        assert!(q
+            .0
+            .contains(&keys.transfer_intents(&key("acme", "orders.fifo"))));
         assert_eq!(
             keys.tenant_queues(&TenantId::parse("acme").unwrap()),
             "{sluice}:tenant:acme:queues"

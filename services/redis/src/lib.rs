@@ -20,6 +20,11 @@
 //! * **Wake-ups** (`wake.rs`): scripts publish on one channel; one pub/sub connection per
 //!   engine wakes long polls in this process, so a send through any gateway wakes a receive
 //!   waiting on any other.
+//! * **Moves** between queues (dead letters, redrive; `ops/transfers.rs`): the source and the
+//!   destination live in different slots, so a move is a transfer in steps (register in a due
+//!   index, intent in the source's slot, apply in the destination's, ack), each atomic in one
+//!   slot and repeatable; [`Transfers::recover_transfers`] completes interrupted ones. A
+//!   receive on a queue without a redrive policy, or one that moves nothing, stays one call.
 //! * **Caches** (`cache.rs`): queue configurations and known tenants for
 //!   [`RedisOptions::cache_ttl`] (1 s by default), so a send, a receive and a delete batch
 //!   are each one Redis call.
@@ -60,6 +65,7 @@ mod scripts;
 mod setup;
 mod wake;
 
+pub use ops::transfers::{CrashPoint, RECOVERY_GRACE_MS};
 pub use options::RedisOptions;
 
 use async_trait::async_trait;
@@ -83,6 +89,9 @@ pub struct RedisEngine {
     wakers: Arc<wake::Wakers>,
     subscriber: JoinHandle<()>,
     configs: TtlCache<QueueKey, QueueConfig>,
+    /// Queues whose dead-letter queue a move found missing: their receives deliver as usual
+    /// for a while instead of trying (and reverting) a move on every call.
+    missing_dlqs: TtlCache<QueueKey, ()>,
     /// Tenants known to exist, with their tombstone (when last deleted) and quotas, so the
     /// check of a token's issue time and the rate limit's parameters cost no round trip either.
     known_tenants: TtlCache<TenantId, (Option<Millis>, Quotas)>,
@@ -147,6 +156,7 @@ impl RedisEngine {
             wakers,
             subscriber,
             configs: TtlCache::new(options.cache_ttl),
+            missing_dlqs: TtlCache::new(ops::transfers::MISSING_DLQ_TTL),
             known_tenants: TtlCache::new(options.cache_ttl),
             expiry_due: Mutex::new(HashMap::new()),
             handle_key,
@@ -157,6 +167,21 @@ impl RedisEngine {
     /// take handles apart ([`ReceiptHandle::decode`](sluice_engine::ReceiptHandle::decode)).
     pub fn handle_key(&self) -> &HandleKey {
         &self.handle_key
+    }
+
+    /// [`Transfers::dead_letter`] stopped at `crash`, as if the gateway died there: for tests
+    /// of [`Transfers::recover_transfers`].
+    #[doc(hidden)]
+    pub async fn dead_letter_interrupted(
+        &self,
+        key: &QueueKey,
+        handle: &str,
+        reason: &str,
+        now: Millis,
+        crash: CrashPoint,
+    ) -> Result<Result<(), DeadLetterRefusal>, EngineError> {
+        self.dead_letter_until(key, handle, reason, now, Some(crash))
+            .await
     }
 }
 
@@ -327,24 +352,22 @@ impl Messages for RedisEngine {
 impl Transfers for RedisEngine {
     async fn dead_letter(
         &self,
-        _key: &QueueKey,
-        _handle: &str,
-        _reason: &str,
-        _now: Millis,
+        key: &QueueKey,
+        handle: &str,
+        reason: &str,
+        now: Millis,
     ) -> Result<Result<(), DeadLetterRefusal>, EngineError> {
-        Err(EngineError::Internal(
-            "dead-letter moves are not built yet".into(),
-        ))
+        self.dead_letter_until(key, handle, reason, now, None).await
     }
 
     async fn redrive(
         &self,
-        _from: &QueueKey,
-        _seqs: &[u64],
-        _destination: Option<&QueueName>,
-        _now: Millis,
+        from: &QueueKey,
+        seqs: &[u64],
+        destination: Option<&QueueName>,
+        now: Millis,
     ) -> Result<Vec<RedriveOutcome>, EngineError> {
-        Err(EngineError::Internal("redrive is not built yet".into()))
+        self.redrive(from, seqs, destination, now).await
     }
 
     async fn message_seqs(
@@ -356,8 +379,8 @@ impl Transfers for RedisEngine {
         self.message_seqs(key, after, limit).await
     }
 
-    async fn recover_transfers(&self, _now: Millis) -> Result<u64, EngineError> {
-        Ok(0)
+    async fn recover_transfers(&self, now: Millis) -> Result<u64, EngineError> {
+        self.recover_transfers(now).await
     }
 }
 

@@ -53,6 +53,30 @@ queue_script!(
 queue_script!(PEEK, "#!lua flags=no-writes", "peek.lua");
 queue_script!(MESSAGE_SEQS, "#!lua flags=no-writes", "message_seqs.lua");
 queue_script!(EXPIRE, "#!lua flags=allow-oom", "expire.lua");
+// A move's steps may not be refused half way for memory: the intent frees what it records,
+// the apply adds what the intent freed elsewhere, a revert restores it.
+queue_script!(TRANSFER_OUT, "#!lua flags=allow-oom", "transfer_out.lua");
+queue_script!(
+    TRANSFER_APPLY,
+    "#!lua flags=allow-oom",
+    "transfer_apply.lua"
+);
+queue_script!(
+    TRANSFER_REVERT,
+    "#!lua flags=allow-oom",
+    "transfer_revert.lua"
+);
+registry_script!(
+    TRANSFER_REGISTER,
+    "#!lua flags=allow-oom",
+    "transfer_register.lua"
+);
+registry_script!(TRANSFER_DUE, "#!lua flags=no-writes", "transfer_due.lua");
+registry_script!(
+    TRANSFER_UNREGISTER,
+    "#!lua flags=allow-oom",
+    "transfer_unregister.lua"
+);
 registry_script!(REGISTER_QUEUE, "#!lua", "register_queue.lua");
 registry_script!(
     UNREGISTER_QUEUE,

@@ -261,6 +261,58 @@ async fn send_receive_and_delete_batches_are_one_redis_call_each() {
     assert!(!stats.contains("cmdstat_script"), "{stats}");
 }
 
+/// With a redrive policy and a retry backoff, a receive that moves nothing is still one call;
+/// one that moves a message costs the move's steps on top (register, intent, apply, ack).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receive_with_a_redrive_policy_is_one_call_until_it_moves() {
+    let server = RedisServer::start().unwrap();
+    let options = RedisOptions {
+        key_prefix: "dlq-calls".into(),
+        cache_ttl: Duration::from_secs(60),
+        ..RedisOptions::default()
+    };
+    let engine = RedisEngine::connect(&server.url(), options).await.unwrap();
+    let (src, dlq) = (key("src"), key("dlq"));
+    engine.put_queue(&dlq, config(), NOW).await.unwrap();
+    let policy = QueueConfig {
+        redrive_policy: Some(sluice_engine::RedrivePolicy {
+            dead_letter_queue: dlq.name.clone(),
+            max_receive_count: 1,
+        }),
+        retry_backoff: Some(sluice_engine::RetryBackoff {
+            base_seconds: 1,
+            max_seconds: 1,
+            jitter: true,
+        }),
+        ..config()
+    };
+    engine.put_queue(&src, policy, NOW).await.unwrap();
+    // Warm up every script this test runs (each is loaded once per server).
+    engine
+        .send(&src, vec![message("warm", NOW)], NOW)
+        .await
+        .unwrap();
+    engine.receive(&src, 1, 0, None, NOW).await.unwrap();
+    let warm = engine.receive(&src, 1, 0, None, NOW).await.unwrap();
+    assert_eq!(warm.dead_lettered, 1);
+    engine
+        .send(&src, vec![message("m", NOW)], NOW)
+        .await
+        .unwrap();
+    let mut monitor = Monitor::start(server.port());
+
+    let got = engine.receive(&src, 1, 0, None, NOW).await.unwrap();
+    assert_eq!(got.messages.len(), 1);
+    assert_eq!(monitor.mark(), ["EVALSHA"], "a receive that moves nothing");
+    let moved = engine.receive(&src, 1, 0, None, NOW).await.unwrap();
+    assert_eq!((moved.messages.len(), moved.dead_lettered), (0, 1));
+    assert_eq!(
+        monitor.mark(),
+        ["EVALSHA", "EVALSHA", "EVALSHA", "EVALSHA", "HDEL"],
+        "receive, then register, intent, apply and ack"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifo_send_receive_and_delete_batches_are_one_redis_call_each() {
     let server = RedisServer::start().unwrap();

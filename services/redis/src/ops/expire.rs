@@ -3,6 +3,7 @@
 //! and drops registry entries whose queue has been missing for long enough.
 
 use super::calls::FAN_OUT;
+use super::transfer_apply::APPLIED_WINDOW_MS;
 use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
@@ -37,7 +38,8 @@ impl RedisEngine {
             call.arg(now)
                 .arg(EXPIRE_BATCH)
                 .arg(DEDUPLICATION_WINDOW_MS)
-                .arg(RECEIVE_ATTEMPT_WINDOW_MS);
+                .arg(RECEIVE_ATTEMPT_WINDOW_MS)
+                .arg(APPLIED_WINDOW_MS);
             let Some(mut reply) = self.run_queue(&key, &call, true).await? else {
                 self.forget_expiry(&queue_id);
                 if registered_at.saturating_add(REGISTRY_GRACE_MS) <= now {

@@ -15,6 +15,9 @@ impl RedisEngine {
         after: u64,
         limit: usize,
     ) -> Result<SeqScan, EngineError> {
+        // Lua numbers are doubles: seqs stay far below 2^53, and an `after` beyond every seq
+        // answers the same as 2^53 does.
+        let after = after.min(1 << 53);
         let mut call = self.queue_call(&scripts::MESSAGE_SEQS, key);
         call.arg(after).arg(limit).arg(SEQ_SCAN.max(limit));
         let mut reply = not_found(self.run_queue(key, &call, false).await?)?;

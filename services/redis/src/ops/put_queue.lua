@@ -9,6 +9,8 @@
 -- ARGV[5] max_depth ('' = unbounded)
 -- ARGV[6] deduplication scope: 'queue' | 'message_group' (read by send on FIFO queues)
 -- ARGV[7] the tenant generation register_queue answered
+-- ARGV[8] the redrive policy's max_receive_count ('' = no policy; read by receive)
+-- ARGV[9] retry backoff '<base ms> <max ms> <jitter 0|1>' ('' = none; read by receive)
 -- Reply: {-1} refused by the fence; else {created (0|1), uid, created_at, updated_at, config,
 --         visible, in_flight, delayed, oldest_sent_at (-1: none)}
 local now = tonumber(ARGV[1])
@@ -24,7 +26,7 @@ if redis.call('EXISTS', META) == 0 then
   redis.call('HSET', META, 'uid', ARGV[2], 'created_at', ARGV[1], 'seq', 0, 'delivery', 0)
 end
 redis.call('HSET', META, 'config', ARGV[3], 'retention', ARGV[4], 'max_depth', ARGV[5],
-  'dedup_scope', ARGV[6], 'updated_at', ARGV[1])
+  'dedup_scope', ARGV[6], 'updated_at', ARGV[1], 'max_receives', ARGV[8], 'backoff', ARGV[9])
 local reply = describe(now)
 reply[1] = created
 return reply

@@ -29,7 +29,27 @@ impl RedisEngine {
                 DeduplicationScope::Queue => "queue",
                 DeduplicationScope::MessageGroup => "message_group",
             })
-            .arg(generation);
+            .arg(generation)
+            .arg(
+                config
+                    .redrive_policy
+                    .as_ref()
+                    .map(|p| p.max_receive_count.to_string())
+                    .unwrap_or_default(),
+            )
+            .arg(
+                config
+                    .retry_backoff
+                    .map(|b| {
+                        format!(
+                            "{} {} {}",
+                            seconds(b.base_seconds),
+                            seconds(b.max_seconds),
+                            u8::from(b.jitter)
+                        )
+                    })
+                    .unwrap_or_default(),
+            );
         let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
         let created = match reply.int()? {
             // A tenant deletion began after our registration and fenced this name: its walk
@@ -47,6 +67,8 @@ impl RedisEngine {
             self.register(key, now, &described.uid).await?;
         }
         self.configs.insert(key.clone(), described.config.clone());
+        // It may be some queue's missing dead-letter queue.
+        self.missing_dlqs.retain(|_| false);
         // The retention may have changed: let the sweep look at the queue afresh.
         self.forget_expiry(&Keys::queue_id(key));
         Ok((self.info(key, described), created))

@@ -1,8 +1,10 @@
 -- Shared prelude of every queue script (scripts.rs prepends it). Each queue script takes the
--- same KEYS, all under the queue's hash tag (one cluster slot): six for a standard queue,
--- fifteen for a FIFO queue (which is how a script tells them apart):
+-- same KEYS, all under the queue's hash tag (one cluster slot): eight for a standard queue,
+-- seventeen for a FIFO queue (which is how a script tells them apart):
 --   KEYS[1] meta  hash: uid, config (JSON), retention (ms), max_depth ('' = unbounded),
---                 created_at, updated_at, seq (last seq issued), delivery (last delivery issued)
+--                 created_at, updated_at, seq (last seq issued), delivery (last delivery issued),
+--                 max_receives (the redrive policy's max_receive_count, '' = none), backoff
+--                 ('<base ms> <max ms> <jitter 0|1>', '' = none)
 --   KEYS[2] vis   zset: every message; member = 16-digit zero-padded seq, score = visible_at
 --   KEYS[3] rcv   zset: the messages received at least once, same score as in vis
 --   KEYS[4] sent  zset: every message, score = sent_at
@@ -30,14 +32,18 @@
 -- Times are epoch milliseconds. "now" always arrives in ARGV from the caller's clock: no
 -- script reads the server's clock. Every script checks that the queue exists (and whatever
 -- else it must) before it changes anything.
+-- Every queue, last (KEYS[7..8] or KEYS[16..17]):
+--   out      hash: transfer id -> intent of a move leaving this queue (JSON; transfer_out.lua)
+--   applied  zset: transfer ids applied into this queue, score = when (transfer_apply.lua)
 local META, VIS, RCV, SENT, MSG, RX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
--- put_queue and delete_queue also take the queue's fence key after these (KEYS[7] or
--- KEYS[16]; see tenant_delete_begin.lua). QUEUE_KEYS counts the queue's own keys.
+-- put_queue and delete_queue also take the queue's fence key after these (KEYS[9] or
+-- KEYS[18]; see tenant_delete_begin.lua). QUEUE_KEYS counts the queue's own keys.
 local QUEUE_KEYS, FENCE = #KEYS, nil
-if #KEYS == 7 or #KEYS == 16 then
+if #KEYS == 9 or #KEYS == 18 then
   QUEUE_KEYS, FENCE = #KEYS - 1, KEYS[#KEYS]
 end
-local FIFO = QUEUE_KEYS > 6
+local FIFO = QUEUE_KEYS == 17
+local OUT, APPLIED = KEYS[QUEUE_KEYS - 1], KEYS[QUEUE_KEYS]
 local READY, WAIT, GROUP, GMSG, MGRP = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local DEDUP, DEDUP_AT, ATTEMPT, ATTEMPT_AT = KEYS[12], KEYS[13], KEYS[14], KEYS[15]
 -- FIFO: groups whose messages changed during this script; settle_dirty places them again.

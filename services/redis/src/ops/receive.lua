@@ -15,6 +15,12 @@
 -- changes; a new non-empty answer is remembered under the id. Empty answers are not
 -- remembered: a long poll retries with the same id until something comes.
 -- Messages whose retention has ended are deleted on the way, never delivered.
+-- Dead letters: with moves allowed (ARGV[7]) on a queue with a redrive policy (meta
+-- max_receives), a receivable message already received max_receives times is not delivered
+-- but answered as a move for the caller to carry out (transfer_out.lua and the rest); on a
+-- FIFO queue its group delivers nothing past it. Retry backoff (meta backoff): the k-th
+-- delivery hides a message for the visibility timeout plus b(k) (RetryBackoff::delay_ms, with
+-- the caller's random unit fraction of that delivery).
 -- KEYS: the queue's keys (see the prelude).
 -- ARGV[1] now
 -- ARGV[2] most messages to deliver
@@ -22,9 +28,12 @@
 -- ARGV[4] salt: a random number (decimal, below 2^20) chosen by the caller for this call
 -- ARGV[5] request attempt id ('' = none; FIFO queues only)
 -- ARGV[6] how long an attempt id is remembered, in ms (FIFO queues)
--- Reply: {0} if the queue does not exist, else {1, uid, next_visible_at (-1: none), salt, then
---         per message: seq, sent_at, receive_count, first_received_at, delivery counter,
---         message (JSON)}
+-- ARGV[7] '1' if messages may be answered as moves, '0' if not (the dead-letter queue is
+--         known to be missing)
+-- ARGV[8], ...: per delivery of this call, in order, a unit fraction in [0, 1) (jitter)
+-- Reply: {0} if the queue does not exist, else {1, uid, next_visible_at (-1: none), salt,
+--         number of moves, their seqs, then per message: seq, sent_at, receive_count,
+--         first_received_at, delivery counter, message (JSON)}
 if redis.call('EXISTS', META) == 0 then
   return { 0 }
 end
@@ -35,6 +44,31 @@ local keep = retention()
 local cutoff = now - keep
 local attempt = FIFO and ARGV[5] ~= '' and ARGV[5]
 local uid = redis.call('HGET', META, 'uid')
+local policy = redis.call('HMGET', META, 'max_receives', 'backoff')
+local move_at = ARGV[7] == '1' and policy[1] and tonumber(policy[1])
+local backoff = nil
+if policy[2] and policy[2] ~= '' then
+  local base, most, jitter = string.match(policy[2], '^(%d+) (%d+) ([01])$')
+  backoff = { tonumber(base), tonumber(most), jitter == '1' }
+end
+-- RetryBackoff::delay_ms in ms for the `count`-th delivery (same arithmetic).
+local function delay(count, unit)
+  if not backoff or count < 2 then
+    return 0
+  end
+  local full = math.min(backoff[2], backoff[1] * 2 ^ math.min(count - 2, 32))
+  if not backoff[3] or full == 0 then
+    return full
+  end
+  local half = math.floor(full / 2)
+  unit = math.min(math.max(unit or 0, 0), 1)
+  return half + math.floor((full - half) * unit)
+end
+local moves = {}
+local items = {}
+local function should_move(m)
+  return move_at and (rx_of(m) or 0) >= move_at
+end
 
 if FIFO then
   local window = tonumber(ARGV[6])
@@ -45,7 +79,7 @@ if FIFO then
     -- ' <member>,<sent_at>,<count>,<first_received_at>,<delivery counter>'.
     local at, salt, next_at, rest = string.match(record, '^(%d+) (%d+) (%-?%d+)(.*)$')
     if tonumber(at) + window > now then
-      local reply = { 1, uid, tonumber(next_at), tonumber(salt) }
+      local reply = { 1, uid, tonumber(next_at), tonumber(salt), 0 }
       for m, sent_at, count, first, delivery in string.gmatch(rest, ' (%d+),(%d+),(%d+),(%d+),(%d+)') do
         local body = redis.call('HGET', MSG, m)
         if body and tonumber(sent_at) > cutoff then
@@ -71,25 +105,40 @@ local reply = { 1, uid, -1, tonumber(ARGV[4]) }
 local record = { '' }
 local delivered = 0
 
+-- Hides and counts one delivery; answers until when it is hidden.
 local function deliver(m, sent_at)
   delivered = delivered + 1
   local count, first = rx_of(m)
   count = (count or 0) + 1
   first = first or now
+  local until_at = hidden_until + delay(count, tonumber(ARGV[7 + delivered]))
   local delivery = redis.call('HINCRBY', META, 'delivery', 1)
   redis.call('HSET', RX, m, int(count) .. ':' .. int(first) .. ':' .. int(delivery) .. '-' .. ARGV[4])
-  redis.call('ZADD', VIS, int(hidden_until), m)
-  redis.call('ZADD', RCV, int(hidden_until), m)
-  local n = #reply
-  reply[n + 1] = tonumber(m)
-  reply[n + 2] = sent_at
-  reply[n + 3] = count
-  reply[n + 4] = first
-  reply[n + 5] = delivery
-  reply[n + 6] = redis.call('HGET', MSG, m)
+  redis.call('ZADD', VIS, int(until_at), m)
+  redis.call('ZADD', RCV, int(until_at), m)
+  local n = #items
+  items[n + 1] = tonumber(m)
+  items[n + 2] = sent_at
+  items[n + 3] = count
+  items[n + 4] = first
+  items[n + 5] = delivery
+  items[n + 6] = redis.call('HGET', MSG, m)
   if attempt then
     record[#record + 1] = m .. ',' .. int(sent_at) .. ',' .. int(count) .. ',' .. int(first) .. ',' .. int(delivery)
   end
+  return until_at
+end
+
+-- The reply: header, moves, deliveries.
+local function answer()
+  local r = { reply[1], reply[2], reply[3], reply[4], #moves }
+  for _, m in ipairs(moves) do
+    r[#r + 1] = tonumber(m)
+  end
+  for _, v in ipairs(items) do
+    r[#r + 1] = v
+  end
+  return r
 end
 
 if not FIFO then
@@ -102,12 +151,14 @@ if not FIFO then
     local sent_at = tonumber(redis.call('ZSCORE', SENT, m))
     if not sent_at or sent_at <= cutoff then
       remove_message(m)
+    elseif should_move(m) then
+      moves[#moves + 1] = m
     else
       deliver(m, sent_at)
     end
   end
   reply[3] = next_visible(now, keep)
-  return reply
+  return answer()
 end
 
 -- FIFO. Groups touched by the expiry above first, then those whose wait is over.
@@ -147,6 +198,7 @@ while delivered < max and visits < max + 64 do
         place(g, ready_at, nil, now)
       else
         local taken = 0
+        local group_until = now
         local after = nil
         local more = true
         while more and delivered < max do
@@ -159,8 +211,13 @@ while delivered < max and visits < max + 64 do
             elseif tonumber(redis.call('ZSCORE', VIS, m)) > now then
               more = false
               break
+            elseif should_move(m) then
+              -- Nothing of the group goes past it (order); once moved, the rest may follow.
+              moves[#moves + 1] = m
+              more = false
+              break
             else
-              deliver(m, sent_at)
+              group_until = math.max(group_until, deliver(m, sent_at))
               taken = taken + 1
               if delivered >= max then
                 break
@@ -169,8 +226,8 @@ while delivered < max and visits < max + 64 do
             after = m
           end
         end
-        if taken > 0 and hidden_until > now then
-          place(g, hidden_until, nil, now)
+        if taken > 0 and group_until > now then
+          place(g, group_until, nil, now)
         else
           settle(g, now)
         end
@@ -194,4 +251,4 @@ if attempt and delivered > 0 then
   redis.call('HSET', ATTEMPT, attempt, table.concat(record, ' '))
   redis.call('ZADD', ATTEMPT_AT, int(now), attempt)
 end
-return reply
+return answer()

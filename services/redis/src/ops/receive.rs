@@ -1,5 +1,7 @@
 //! Receiving messages (`receive.lua`), and `listen`, the wake-up a long poll waits on between
-//! receives.
+//! receives. A receive is one script call; only when it answers messages that must move to
+//! the dead-letter queue instead of being delivered does it run the move's steps (see
+//! `transfers.rs`).
 
 use super::calls::{not_found, seconds};
 use super::handles::{delivery_number, SALT_BITS};
@@ -27,7 +29,16 @@ impl RedisEngine {
             .arg(seconds(visibility_timeout_seconds))
             .arg(salt)
             .arg(request_attempt_id.unwrap_or_default())
-            .arg(RECEIVE_ATTEMPT_WINDOW_MS);
+            .arg(RECEIVE_ATTEMPT_WINDOW_MS)
+            .arg(if self.missing_dlqs.get(key).is_some() {
+                "0"
+            } else {
+                "1"
+            });
+        // One jitter draw per possible delivery (the script uses them only under a backoff).
+        for _ in 0..max_messages {
+            call.arg(format!("{:.6}", rand::random::<f64>()));
+        }
         // Receive bookkeeping may be lost with the store (see the trait): no WAIT for it.
         let mut reply = not_found(self.run_queue(key, &call, false).await?)?;
         let uid: u64 = reply
@@ -37,6 +48,11 @@ impl RedisEngine {
         let next_visible_at = reply.time()?;
         // Ours, or the one of the answer a request attempt id replays.
         let salt = reply.u64()?;
+        let move_count = reply.u64()?;
+        let mut moves = Vec::new();
+        for _ in 0..move_count {
+            moves.push(reply.u64()?);
+        }
         let mut messages = Vec::new();
         while !reply.is_empty() {
             let seq = reply.u64()?;
@@ -55,10 +71,19 @@ impl RedisEngine {
                 .encode(&self.handle_key),
             });
         }
+        let mut dead_lettered = 0;
+        if !moves.is_empty() {
+            // The deliveries are made: a failing move must not lose them. Its message is then
+            // in neither queue until recovery completes the move.
+            match self.move_exhausted(key, &moves, now).await {
+                Ok(moved) => dead_lettered = moved,
+                Err(e) => tracing::warn!(queue = %key, "dead-letter move not finished: {e}"),
+            }
+        }
         Ok(ReceiveOutcome {
             messages,
             next_visible_at,
-            dead_lettered: 0,
+            dead_lettered,
         })
     }
 

@@ -34,6 +34,7 @@ impl RedisEngine {
                 attributes: m.attributes,
                 group_id: m.group_id,
                 deduplication_id: m.deduplication_id,
+                dead_letter: None,
             })?);
             if fifo {
                 // The services guarantee both on FIFO queues; without them a message joins the

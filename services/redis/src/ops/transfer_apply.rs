@@ -1,0 +1,54 @@
+//! The apply step of a move (`transfer_apply.lua`): in the destination queue's slot, the
+//! message is inserted as a new one unless its transfer id was applied there before.
+
+use crate::keys::Keys;
+use crate::{scripts, RedisEngine};
+use sluice_engine::{EngineError, Millis, QueueKey};
+
+/// How long a queue remembers the transfer ids applied into it: recovery repeats an apply
+/// within seconds, so a day is a wide margin.
+pub(crate) const APPLIED_WINDOW_MS: Millis = 24 * 60 * 60 * 1000;
+
+/// One message to insert at the destination.
+pub(crate) struct Arrival {
+    pub transfer_id: String,
+    /// The message's JSON as the destination stores it (dead-letter record set or cleared).
+    pub msg: String,
+    pub sent_at: Millis,
+    pub group: Option<String>,
+}
+
+impl RedisEngine {
+    /// Inserts the arrivals into `key`; per arrival whether it was inserted now (`false`: an
+    /// earlier apply of the same transfer did). `None`: the destination does not exist.
+    pub(crate) async fn transfer_apply(
+        &self,
+        key: &QueueKey,
+        arrivals: &[Arrival],
+        now: Millis,
+    ) -> Result<Option<Vec<bool>>, EngineError> {
+        let queue_id = Keys::queue_id(key);
+        let mut call = self.queue_call(&scripts::TRANSFER_APPLY, key);
+        call.arg(now)
+            .arg(self.keys.wake_channel())
+            .arg(self.wakers.payload(&queue_id))
+            .arg(APPLIED_WINDOW_MS);
+        for a in arrivals {
+            call.arg(&a.transfer_id)
+                .arg(&a.msg)
+                .arg(a.sent_at)
+                .arg(a.group.as_deref().unwrap_or_default());
+        }
+        let Some(mut reply) = self.run_queue(key, &call, true).await? else {
+            return Ok(None);
+        };
+        let mut fresh = Vec::with_capacity(arrivals.len());
+        for _ in arrivals {
+            fresh.push(reply.u64()? != 0);
+        }
+        if fresh.iter().any(|f| *f) {
+            self.wakers.wake(&queue_id);
+        }
+        Ok(Some(fresh))
+    }
+}
