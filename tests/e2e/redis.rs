@@ -226,6 +226,29 @@ async fn acknowledged_sends_survive_a_redis_crash_with_appendfsync_always() {
     assert_none_lost(&acknowledged, &received);
 }
 
+/// The dead-letter crash test on Redis with every write fsynced: the gateway SIGKILLed five
+/// times mid-moves and Redis itself once; afterwards (recovery having finished the moves the
+/// kills interrupted) each message is in exactly one of the two queues.
+#[tokio::test]
+async fn dead_letter_moves_survive_gateway_and_redis_kills() {
+    let redis =
+        RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let url = redis.url();
+    let prefix = unique_prefix("dlq-crash");
+    let args = [
+        "--jwt-secret",
+        SECRET,
+        "--store",
+        url.as_str(),
+        "--redis-key-prefix",
+        prefix.as_str(),
+        "--redis-timeout-ms",
+        "2000",
+    ];
+    crate::restart::dead_letter_moves_survive_kills(dir.path(), &args, Some(&redis)).await;
+}
+
 #[test]
 fn refuses_a_redis_that_evicts_keys() {
     let redis = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]).unwrap();

@@ -234,9 +234,19 @@ async fn send_numbered(server: &Server, queue: &str, token: &str, count: usize) 
 #[tokio::test]
 async fn dead_letter_moves_survive_repeated_sigkill() {
     let dir = tempfile::tempdir().unwrap();
+    dead_letter_moves_survive_kills(dir.path(), &["--jwt-secret", SECRET], None).await;
+}
+
+/// The body of the dead-letter crash tests: gateways started on `dir` with `args`; with
+/// `redis`, the Redis server (which must persist every write) is SIGKILLed and restarted too,
+/// at the third of the five gateway kills.
+pub(crate) async fn dead_letter_moves_survive_kills(
+    dir: &std::path::Path,
+    args: &[&str],
+    redis: Option<&sluice_testkit::RedisServer>,
+) {
     let t = tenant_token("acme");
-    let args = ["--jwt-secret", SECRET];
-    let mut server = Server::start_in(dir.path(), &args);
+    let mut server = Server::start_in(dir, args);
     server.call(Method::PUT, "/v1/queues/dlq", &t, None).await;
     let (status, _) = server
         .call(
@@ -270,40 +280,45 @@ async fn dead_letter_moves_survive_repeated_sigkill() {
                         .timeout(Duration::from_secs(5))
                         .send()
                         .await;
-                    if answer.is_err() {
+                    if !answer.is_ok_and(|a| a.status() == 200) {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                 }
             })
         })
         .collect();
+    let depth = |server: &Server, queue: &'static str| {
+        let request = server.request(Method::GET, &format!("/v1/queues/{queue}"), &t);
+        async move {
+            let (status, answer) = crate::harness::decode(request.send().await.unwrap()).await;
+            let s = &answer["stats"];
+            (status == 200).then(|| {
+                s["visible"].as_u64().unwrap_or(0)
+                    + s["in_flight"].as_u64().unwrap_or(0)
+                    + s["delayed"].as_u64().unwrap_or(0)
+            })
+        }
+    };
     // Kill as the DLQ fills past each mark, so that moves are under way at every kill.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for mark in [500, 2500, 4500, 6500, 8500] {
-        loop {
-            let (_, dlq) = server.call(Method::GET, "/v1/queues/dlq", &t, None).await;
-            if dlq["stats"]["visible"].as_u64().unwrap_or(0) >= mark {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "moves stopped below {mark}: {dlq}"
-            );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    for (kill, mark) in [500, 2500, 4500, 6500, 8500].into_iter().enumerate() {
+        while depth(&server, "dlq").await.unwrap_or(0) < mark {
+            assert!(Instant::now() < deadline, "moves stopped below {mark}");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         server.kill();
-        server = Server::start_in(dir.path(), &args);
+        if let (2, Some(redis)) = (kill, redis) {
+            redis.kill();
+            redis.restart().unwrap();
+        }
+        server = Server::start_in(dir, args);
         *base.lock().unwrap() = server.base.clone();
     }
-    // Let the consumers move the rest.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, work) = server.call(Method::GET, "/v1/queues/work", &t, None).await;
-        let s = &work["stats"];
-        if s["visible"] == 0 && s["in_flight"] == 0 && s["delayed"] == 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the queue never emptied: {work}");
+    // Let the consumers move the rest, and recovery finish the moves the kills interrupted.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !(depth(&server, "work").await == Some(0) && depth(&server, "dlq").await == Some(10_000))
+    {
+        assert!(Instant::now() < deadline, "the moves never settled");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -312,7 +327,7 @@ async fn dead_letter_moves_survive_repeated_sigkill() {
     }
     server.kill();
 
-    let server = Server::start_in(dir.path(), &args);
+    let server = Server::start_in(dir, args);
     let in_work = drain(&server, "work", &t).await;
     let in_dlq = drain(&server, "dlq", &t).await;
     let mut everywhere = in_work.clone();
