@@ -271,3 +271,102 @@ fn refuses_a_redis_that_evicts_keys() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("noeviction"), "{stderr}");
 }
+
+/// Fills `dlq` with `count` dead letters of `work` (which must dead-letter after one
+/// receive with no visibility timeout): sends them, then receives until every one moved.
+async fn fill_dead_letters(server: &Server, token: &str, count: usize) {
+    for batch in (0..count).step_by(10) {
+        let entries: Vec<serde_json::Value> = (batch..(batch + 10).min(count))
+            .map(|n| json!({"id": format!("e{n}"), "body": format!("m{n}")}))
+            .collect();
+        server
+            .call(
+                Method::POST,
+                "/v1/queues/work/messages/batch",
+                token,
+                Some(json!({"entries": entries})),
+            )
+            .await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, work) = server
+            .call(Method::GET, "/v1/queues/work", token, None)
+            .await;
+        if work["stats"]["visible"] == 0 && work["stats"]["in_flight"] == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never all dead-lettered: {work}");
+        server
+            .call(
+                Method::POST,
+                "/v1/queues/work/messages/receive",
+                token,
+                Some(json!({"max_messages": 10})),
+            )
+            .await;
+    }
+}
+
+/// Two gateways on one Redis both run the redrive job: the task moves each message once, at
+/// its rate (within 10 %), whichever gateway holds it.
+#[tokio::test]
+async fn two_gateways_run_a_redrive_task_once_at_its_rate() {
+    let redis = RedisServer::start().unwrap();
+    let prefix = unique_prefix("redrive");
+    let (_a_dir, a) = gateway(&redis.url(), &prefix, &[]);
+    let (_b_dir, b) = gateway(&redis.url(), &prefix, &[]);
+    let t = tenant_token("acme");
+    a.call(Method::PUT, "/v1/queues/dlq", &t, None).await;
+    a.call(
+        Method::PUT,
+        "/v1/queues/work",
+        &t,
+        Some(json!({
+            "visibility_timeout_seconds": 0,
+            "redrive_policy": {"dead_letter_queue": "dlq", "max_receive_count": 1}
+        })),
+    )
+    .await;
+    b.call(Method::PUT, "/v1/queues/back", &t, None).await;
+    for (count, rate) in [(30_u64, 10_u64), (1000, 500)] {
+        fill_dead_letters(&a, &t, count as usize).await;
+        let (status, task) = a
+            .call(
+                Method::POST,
+                "/v1/queues/dlq/redrive",
+                &t,
+                Some(json!({"destination": "back", "max_messages_per_second": rate})),
+            )
+            .await;
+        assert_eq!(status, 202, "{task}");
+        let started = Instant::now();
+        let id = task["id"].as_str().unwrap().to_owned();
+        let finished = loop {
+            // Read through the other gateway: the task is in the store, not in a process.
+            let (_, task) = b
+                .call(Method::GET, &format!("/v1/redrive-tasks/{id}"), &t, None)
+                .await;
+            if task["status"] != "running" {
+                break task;
+            }
+            assert!(started.elapsed() < Duration::from_secs(60), "{task}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let elapsed = started.elapsed().as_secs_f64();
+        assert_eq!(finished["status"], "completed", "{finished}");
+        assert_eq!(finished["moved"], count);
+        let achieved = count as f64 / elapsed;
+        assert!(
+            (0.9..=1.1).contains(&(achieved / rate as f64)),
+            "{count} at {rate}/s took {elapsed:.2} s: {achieved:.1}/s"
+        );
+        let moved = drain(&a, "back", &t).await;
+        let distinct: std::collections::HashSet<&String> = moved.iter().collect();
+        assert_eq!(moved.len(), count as usize, "each message moved once");
+        assert_eq!(distinct.len(), count as usize);
+        // Empty `back` again for the next round.
+        a.call(Method::POST, "/v1/queues/back/purge", &t, None)
+            .await;
+    }
+}
