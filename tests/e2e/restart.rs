@@ -340,3 +340,55 @@ pub(crate) async fn dead_letter_moves_survive_kills(
     assert_eq!(in_dlq.len(), 10_000);
     assert_none_lost(&sent, &everywhere);
 }
+
+/// A redrive task survives SIGKILLs of the server: after each restart it goes on (once the
+/// dead process's lease runs out) and completes, every message in exactly one queue.
+#[tokio::test]
+async fn a_redrive_task_interrupted_by_sigkill_moves_each_message_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant_token("acme");
+    let args = ["--jwt-secret", SECRET];
+    let mut server = Server::start_in(dir.path(), &args);
+    server.call(Method::PUT, "/v1/queues/dlq", &t, None).await;
+    server.call(Method::PUT, "/v1/queues/back", &t, None).await;
+    let sent = send_numbered(&server, "dlq", &t, 1500).await;
+    let (status, task) = server
+        .call(
+            Method::POST,
+            "/v1/queues/dlq/redrive",
+            &t,
+            Some(json!({"destination": "back", "max_messages_per_second": 500})),
+        )
+        .await;
+    assert_eq!(status, 202, "{task}");
+    let id = task["id"].as_str().unwrap().to_owned();
+    let task_path = format!("/v1/redrive-tasks/{id}");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    for mark in [300, 900] {
+        loop {
+            let (_, task) = server.call(Method::GET, &task_path, &t, None).await;
+            if task["moved"].as_u64().unwrap_or(0) >= mark {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the task stalled: {task}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        server.kill();
+        server = Server::start_in(dir.path(), &args);
+    }
+    let finished = loop {
+        let (_, task) = server.call(Method::GET, &task_path, &t, None).await;
+        if task["status"] != "running" {
+            break task;
+        }
+        assert!(Instant::now() < deadline, "the task never finished: {task}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(finished["status"], "completed", "{finished}");
+    // A kill between a round's moves and its progress write loses only the count.
+    assert!(finished["moved"].as_u64().unwrap() <= 1500, "{finished}");
+    let back = drain(&server, "back", &t).await;
+    let left = drain(&server, "dlq", &t).await;
+    assert!(left.is_empty(), "{} left in the DLQ", left.len());
+    assert_none_lost(&sent, &back);
+}

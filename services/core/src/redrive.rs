@@ -34,7 +34,7 @@ use std::time::Duration;
 pub const ROUND_PERIOD: Duration = Duration::from_millis(100);
 
 /// How long a gateway keeps a task after its last round before another may take it over.
-const LEASE_MS: Millis = 10_000;
+const LEASE_MS: Millis = 5_000;
 
 /// The default and highest rate a task may ask for, in messages per second.
 const MAX_RATE: u32 = 500;
