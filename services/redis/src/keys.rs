@@ -28,7 +28,9 @@
 //! | `{P}:tenant-deleting` | hash | tenant id → the generation of the deletion under way (queue registrations are refused meanwhile) |
 //! | `{P}:tenant-ids` | zset | tenant ids, score 0 (ordered listing by `ZRANGEBYLEX`) |
 //! | `{P}:tenant:<tenant>:queues` | zset | the tenant's queue names, score 0 (ordered listing, count) |
-//! | `{P}:queues` | zset | `<tenant>/<queue>` of every queue, scored by when it was last registered (the expiry sweep walks it) |
+//! | `{P}:queues` | zset | `<tenant>/<queue>` of every queue, scored by when it was last registered |
+//! | `{P}:expiry-due` | zset | `<tenant>/<queue>` of every queue, scored by when the expiry sweep should next look at it (its oldest message's expiry, at most an hour ahead; now, on every registration): a sweep costs in proportion to what is due |
+//! | `{P}:expiry-due-filled` | string | set once `expiry-due` was filled from `queues` (stores written before it existed) |
 //! | `{P}:queue-uids` | hash | `<tenant>/<queue>` → uid of the incarnation it was last registered for |
 //! | `{P}:handle-key` | string | the receipt-handle key (hex), set once with `SET NX` by the first engine to connect and read by every engine at connect |
 //! | `{P}:transfers` | zset | `<tenant>/<queue>` of queues that may hold unfinished moves, scored by when recovery should look (registered before each intent) |
@@ -140,6 +142,16 @@ impl Keys {
     /// Every queue, for the expiry sweep.
     pub(crate) fn all_queues(&self) -> String {
         self.registry("queues")
+    }
+
+    /// When each registered queue is next due for the expiry sweep.
+    pub(crate) fn expiry_due(&self) -> String {
+        self.registry("expiry-due")
+    }
+
+    /// Set once `expiry-due` holds every queue registered before it existed.
+    pub(crate) fn expiry_due_filled(&self) -> String {
+        self.registry("expiry-due-filled")
     }
 
     /// Per registered queue, the uid of the incarnation it was registered for.

@@ -78,8 +78,7 @@ use sluice_engine::{
     RateLimit, RateLimiter, ReceiveOutcome, Record, Records, RedriveOutcome, SendRejection,
     SentMessage, SeqScan, StoredMessage, TenantId, TenantRecord, Tenants, Transfers, Upkeep,
 };
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::task::JoinHandle;
 
 /// The Redis engine. See the crate documentation for what its answers guarantee.
@@ -95,9 +94,6 @@ pub struct RedisEngine {
     /// Tenants known to exist, with their tombstone (when last deleted) and quotas, so the
     /// check of a token's issue time and the rate limit's parameters cost no round trip either.
     known_tenants: TtlCache<TenantId, (Option<Millis>, Quotas)>,
-    /// Per `<tenant>/<queue>`: before this instant (on the callers' clock) no message of the
-    /// queue can expire, so the sweep skips it.
-    expiry_due: Mutex<HashMap<String, Millis>>,
     /// Authenticates receipt handles; the one stored under the prefix, so every gateway on
     /// this Redis accepts the others' handles.
     handle_key: HandleKey,
@@ -158,7 +154,6 @@ impl RedisEngine {
             configs: TtlCache::new(options.cache_ttl),
             missing_dlqs: TtlCache::new(ops::transfers::MISSING_DLQ_TTL),
             known_tenants: TtlCache::new(options.cache_ttl),
-            expiry_due: Mutex::new(HashMap::new()),
             handle_key,
         })
     }

@@ -1053,3 +1053,61 @@ async fn rate_limits_are_shared_by_engines_and_leave_no_key_when_idle() {
     services.admit_request(&busy, &limited).await.unwrap();
     assert_eq!(monitor.mark(), ["EVALSHA"], "a limited tenant");
 }
+
+/// The expiry sweep asks the due index which queues are due: with 1,000 idle queues, a round
+/// after the first runs no script at all, and a round once a message's retention has ended
+/// runs scripts on that message's queue alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiry_round_costs_what_is_due_not_what_exists() {
+    let server = RedisServer::start().unwrap();
+    let engine = engine(&server.url(), "due-index").await;
+    let retention = 60;
+    let short = QueueConfig {
+        message_retention_seconds: retention,
+        ..config()
+    };
+    for i in 0..1000 {
+        engine
+            .put_queue(&key(&format!("idle-{i}")), short.clone(), NOW)
+            .await
+            .unwrap();
+    }
+    engine
+        .put_queue(&key("busy"), short.clone(), NOW)
+        .await
+        .unwrap();
+    engine
+        .send(&key("busy"), vec![message("old", NOW)], NOW)
+        .await
+        .unwrap();
+    // The first round sweeps every queue: each was filed as due when it was registered.
+    assert_eq!(engine.expire(NOW + 1).await.unwrap(), 0);
+
+    let mut monitor = Monitor::start(server.port());
+    assert_eq!(engine.expire(NOW + 2_000).await.unwrap(), 0);
+    let idle_round = monitor.mark();
+    assert!(
+        !idle_round.iter().any(|c| c == "EVALSHA" || c == "EVAL"),
+        "nothing is due, no script runs: {idle_round:?}"
+    );
+    assert!(idle_round.len() <= 3, "a couple of reads: {idle_round:?}");
+
+    let scripts = |round: &[String]| round.iter().filter(|c| *c == "EVALSHA").count();
+    // The busy queue is due when its message's retention ends: its script alone runs.
+    let expired_at = NOW + u64::from(retention) * 1000;
+    assert_eq!(engine.expire(expired_at).await.unwrap(), 1);
+    assert_eq!(scripts(&monitor.mark()), 1, "one due queue, one script");
+    // The idle ones were filed a retention after their sweep (nothing sent since could
+    // expire sooner): due now, once each.
+    assert_eq!(
+        engine
+            .expire(NOW + 1 + u64::from(retention) * 1000)
+            .await
+            .unwrap(),
+        0
+    );
+    let idle_due = scripts(&monitor.mark());
+    assert!((1000..=1001).contains(&idle_due), "{idle_due} scripts");
+    assert_eq!(engine.expire(expired_at + 2_000).await.unwrap(), 0);
+    assert_eq!(scripts(&monitor.mark()), 0, "and then nothing again");
+}

@@ -8,7 +8,6 @@ use crate::conn::Call;
 use crate::keys::QueueKeys;
 use crate::RedisEngine;
 use sluice_engine::{EngineError, Millis, QueueInfo, QueueKey, TenantId};
-use std::sync::PoisonError;
 
 /// How many queue scripts an administrative sweep (expiry, tenant deletion, listing) runs at
 /// once.
@@ -58,13 +57,6 @@ impl RedisEngine {
             self.configs.remove(key);
         }
         Ok(reply)
-    }
-
-    pub(crate) fn forget_expiry(&self, queue_id: &str) {
-        self.expiry_due
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(queue_id);
     }
 
     pub(crate) fn registry_keys(&self, tenant: &TenantId) -> Vec<String> {

@@ -24,7 +24,6 @@ impl RedisEngine {
             None => None,
         };
         self.configs.remove(key);
-        self.forget_expiry(&queue_id);
         // Waiters look again and find the queue gone.
         self.wakers.wake(&queue_id);
         Ok(deleted)

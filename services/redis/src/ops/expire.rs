@@ -1,6 +1,11 @@
-//! The expiry sweep (`expire.lua`): walks the registry of all queues, skips those whose next
-//! expiry it noted is still ahead, runs the script on each due queue until nothing more is due,
-//! and drops registry entries whose queue has been missing for long enough.
+//! The expiry sweep (`expire.lua`), driven by the shared due index `{P}:expiry-due`: each
+//! round asks Redis which queues are due (`ZRANGEBYSCORE … -inf now`), runs the script on each
+//! until nothing more is due, and files the queue again under its next due time — so a round
+//! costs in proportion to the queues that are due, not to the number of queues. Registering
+//! a queue (every `put_queue`) files it as due at once, since its retention may have changed.
+//! Every gateway sweeps; the script is atomic and idempotent, so two sweeping one queue at
+//! once remove each message once. Registry entries whose queue has been missing for long
+//! enough are dropped on the way.
 
 use super::calls::FAN_OUT;
 use super::transfer_apply::APPLIED_WINDOW_MS;
@@ -8,28 +13,32 @@ use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use sluice_engine::{EngineError, Millis, DEDUPLICATION_WINDOW_MS, RECEIVE_ATTEMPT_WINDOW_MS};
-use std::sync::PoisonError;
 
 /// Messages one expiry script removes at most (it runs again while more remain).
 const EXPIRE_BATCH: usize = 1000;
 /// A registry entry whose queue is missing is dropped by the expiry sweep only once it was
 /// registered at least this long ago: a younger one may belong to a `put_queue` in progress.
 const REGISTRY_GRACE_MS: Millis = 60_000;
-/// The longest the sweep trusts its own note of when a queue's next message expires: a
-/// retention shortened through another gateway is picked up within this time.
-const MAX_EXPIRY_SKIP_MS: Millis = 60_000;
+/// The longest a queue goes unswept: besides expiring messages, a sweep forgets FIFO
+/// deduplication records, receive attempts and applied transfer ids past their windows, and
+/// those made after a sweep are not in its due time.
+const MAX_SWEEP_GAP_MS: Millis = 3_600_000;
+/// Due queues taken from the index at once.
+const DUE_PAGE: usize = 500;
+/// Pages one round sweeps at most; the rest wait for the next round (a second later).
+const MAX_PAGES: usize = 20;
 
 impl RedisEngine {
-    /// Runs the expiry script on one registered queue until nothing more is due; drops a
-    /// registry entry whose queue has been missing for long enough.
+    /// Runs the expiry script on one queue until nothing more is due, then files it under its
+    /// next due time; drops the entries of a queue that has been missing for long enough.
     pub(crate) async fn expire_queue(
         &self,
         queue_id: String,
-        registered_at: Millis,
         now: Millis,
     ) -> Result<u64, EngineError> {
         let Some(key) = Keys::parse_queue_id(&queue_id) else {
-            // Not a name this engine writes: leave it alone.
+            // Not a name this engine writes: out of the index, so no round meets it again.
+            self.file_due(&queue_id, None).await?;
             return Ok(0);
         };
         let mut removed = 0;
@@ -41,10 +50,21 @@ impl RedisEngine {
                 .arg(RECEIVE_ATTEMPT_WINDOW_MS)
                 .arg(APPLIED_WINDOW_MS);
             let Some(mut reply) = self.run_queue(&key, &call, true).await? else {
-                self.forget_expiry(&queue_id);
-                if registered_at.saturating_add(REGISTRY_GRACE_MS) <= now {
-                    let before = (now - REGISTRY_GRACE_MS).to_string();
-                    self.unregister(&key, "before", &before).await?;
+                let mut score = redis::cmd("ZSCORE");
+                score.arg(self.keys.all_queues()).arg(&queue_id);
+                let registered_at: Option<f64> = self.redis.query(&score).await?;
+                match registered_at {
+                    Some(at) if (at as Millis).saturating_add(REGISTRY_GRACE_MS) > now => {
+                        // Perhaps a creation in progress: look again once the grace is over.
+                        let again = (at as Millis).saturating_add(REGISTRY_GRACE_MS);
+                        self.file_due(&queue_id, Some(again)).await?;
+                    }
+                    Some(_) => {
+                        let before = (now - REGISTRY_GRACE_MS).to_string();
+                        self.unregister(&key, "before", &before).await?;
+                        self.file_due(&queue_id, None).await?;
+                    }
+                    None => self.file_due(&queue_id, None).await?,
                 }
                 return Ok(removed);
             };
@@ -54,56 +74,94 @@ impl RedisEngine {
             let retention = reply.u64()?;
             if !more {
                 // A message sent from now on expires no earlier than now + retention.
-                let due = due.unwrap_or(now.saturating_add(retention));
-                let due = due.min(now.saturating_add(MAX_EXPIRY_SKIP_MS));
-                self.expiry_due
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(queue_id, due);
+                let due = due
+                    .unwrap_or(now.saturating_add(retention))
+                    .min(now.saturating_add(MAX_SWEEP_GAP_MS));
+                self.file_due(&queue_id, Some(due)).await?;
                 return Ok(removed);
             }
         }
     }
 
-    pub(crate) fn is_due(&self, queue_id: &str, now: Millis) -> bool {
-        self.expiry_due
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(queue_id)
-            .is_none_or(|&due| due <= now)
+    /// Files `queue_id` in the due index at `due` — only if it is still there (`XX`), so that
+    /// a sweep racing with a deletion does not bring the entry back — or takes it out.
+    async fn file_due(&self, queue_id: &str, due: Option<Millis>) -> Result<(), EngineError> {
+        let mut cmd = match due {
+            Some(due) => {
+                let mut cmd = redis::cmd("ZADD");
+                cmd.arg(self.keys.expiry_due()).arg("XX").arg(due);
+                cmd
+            }
+            None => {
+                let mut cmd = redis::cmd("ZREM");
+                cmd.arg(self.keys.expiry_due());
+                cmd
+            }
+        };
+        cmd.arg(queue_id);
+        self.redis.query::<i64>(&cmd).await.map(drop)
     }
 
-    pub(crate) async fn expire(&self, now: Millis) -> Result<u64, EngineError> {
-        let mut total = 0;
+    /// Files every registered queue as due, once per store: stores written before the due
+    /// index existed have their queues in the registry only.
+    pub(crate) async fn fill_expiry_due(&self, now: Millis) -> Result<(), EngineError> {
+        let mut filled = redis::cmd("EXISTS");
+        filled.arg(self.keys.expiry_due_filled());
+        if self.redis.query::<i64>(&filled).await? == 1 {
+            return Ok(());
+        }
         let mut cursor = "0".to_owned();
         loop {
-            let mut cmd = redis::cmd("ZSCAN");
-            cmd.arg(self.keys.all_queues())
+            let mut scan = redis::cmd("ZSCAN");
+            scan.arg(self.keys.all_queues())
                 .arg(&cursor)
                 .arg("COUNT")
                 .arg(500);
-            let (next, flat): (String, Vec<String>) = self.redis.query(&cmd).await?;
-            let due: Vec<(String, Millis)> = flat
-                .chunks_exact(2)
-                .filter(|pair| self.is_due(&pair[0], now))
-                .map(|pair| {
-                    (
-                        pair[0].clone(),
-                        pair[1].parse::<f64>().unwrap_or(0.0) as Millis,
-                    )
-                })
-                .collect();
-            total +=
-                stream::iter(due.into_iter().map(|(queue_id, registered_at)| {
-                    self.expire_queue(queue_id, registered_at, now)
-                }))
-                .buffer_unordered(FAN_OUT)
-                .try_fold(0, |sum, n| async move { Ok(sum + n) })
-                .await?;
+            let (next, flat): (String, Vec<String>) = self.redis.query(&scan).await?;
+            let ids: Vec<&String> = flat.chunks_exact(2).map(|pair| &pair[0]).collect();
+            if !ids.is_empty() {
+                let mut add = redis::cmd("ZADD");
+                add.arg(self.keys.expiry_due()).arg("NX");
+                for id in ids {
+                    add.arg(now).arg(id);
+                }
+                self.redis.query::<i64>(&add).await?;
+            }
             if next == "0" {
-                return Ok(total);
+                break;
             }
             cursor = next;
         }
+        let mut mark = redis::cmd("SET");
+        mark.arg(self.keys.expiry_due_filled()).arg(now);
+        self.redis.query::<()>(&mark).await
+    }
+
+    pub(crate) async fn expire(&self, now: Millis) -> Result<u64, EngineError> {
+        self.fill_expiry_due(now).await?;
+        let mut total = 0;
+        for _ in 0..MAX_PAGES {
+            let mut due = redis::cmd("ZRANGEBYSCORE");
+            due.arg(self.keys.expiry_due())
+                .arg("-inf")
+                .arg(now)
+                .arg("LIMIT")
+                .arg(0)
+                .arg(DUE_PAGE);
+            let queues: Vec<String> = self.redis.query(&due).await?;
+            let page = queues.len();
+            total += stream::iter(
+                queues
+                    .into_iter()
+                    .map(|queue_id| self.expire_queue(queue_id, now)),
+            )
+            .buffer_unordered(FAN_OUT)
+            .try_fold(0, |sum, n| async move { Ok(sum + n) })
+            .await?;
+            if page < DUE_PAGE {
+                break;
+            }
+        }
+        Ok(total)
     }
 }

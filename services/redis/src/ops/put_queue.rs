@@ -2,7 +2,6 @@
 
 use super::calls::seconds;
 use crate::codec::{to_json, Described, Reply};
-use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use sluice_engine::{DeduplicationScope, EngineError, Millis, QueueConfig, QueueInfo, QueueKey};
 
@@ -69,8 +68,6 @@ impl RedisEngine {
         self.configs.insert(key.clone(), described.config.clone());
         // It may be some queue's missing dead-letter queue.
         self.missing_dlqs.retain(|_| false);
-        // The retention may have changed: let the sweep look at the queue afresh.
-        self.forget_expiry(&Keys::queue_id(key));
         Ok((self.info(key, described), created))
     }
 }

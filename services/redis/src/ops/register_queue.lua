@@ -17,6 +17,8 @@
 -- KEYS[6] {P}:tenant-deleted             hash id -> when last deleted (tombstone)
 -- KEYS[7] {P}:tenant-gen                 hash id -> generation (one more per deletion)
 -- KEYS[8] {P}:tenant-deleting            hash id -> generation of the deletion under way
+-- KEYS[9] {P}:expiry-due                 zset '<tenant>/<queue>' -> when the expiry sweep should
+--                                        look at it next (now: the retention may have changed)
 -- ARGV[1] '<tenant>/<queue>'
 -- ARGV[2] the queue name
 -- ARGV[3] now
@@ -42,6 +44,7 @@ if record and not redis.call('ZSCORE', KEYS[3], ARGV[2]) then
 end
 local generation = redis.call('HGET', KEYS[7], tenant) or '0'
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+redis.call('ZADD', KEYS[9], ARGV[3], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
 redis.call('ZADD', KEYS[3], 0, ARGV[2])
 redis.call('HSET', KEYS[4], ARGV[1], generation)

@@ -23,6 +23,7 @@ impl RedisEngine {
             self.keys.tenant_tombstones(),
             self.keys.tenant_gens(),
             self.keys.tenant_deleting(),
+            self.keys.expiry_due(),
         ]);
         let mut call = Call::new(&scripts::REGISTER_QUEUE, keys);
         call.arg(Keys::queue_id(key))
