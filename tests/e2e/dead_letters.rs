@@ -85,15 +85,7 @@ async fn messages_received_too_often_move_to_the_dead_letter_queue() {
         .await;
     assert_eq!(source["stats"]["visible"], 0);
 
-    let metrics = server
-        .client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics_text().await;
     assert!(
         metrics
             .lines()

@@ -275,6 +275,41 @@ pub(crate) fn assert_none_lost(acknowledged: &[String], received: &[String]) {
 }
 
 impl Server {
+    /// The text of `GET /metrics`.
+    pub(crate) async fn metrics_text(&self) -> String {
+        self.client
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// Creates the queue `dlq` and the queue `work`, whose messages move to `dlq` on the
+    /// receive after their first (no visibility timeout, so every receive redelivers).
+    pub(crate) async fn dead_lettering_queues(&self, token: &str) {
+        assert_eq!(
+            self.call(Method::PUT, "/v1/queues/dlq", token, None)
+                .await
+                .0,
+            201
+        );
+        let (status, answer) = self
+            .call(
+                Method::PUT,
+                "/v1/queues/work",
+                token,
+                Some(json!({
+                    "visibility_timeout_seconds": 0,
+                    "redrive_policy": {"dead_letter_queue": "dlq", "max_receive_count": 1}
+                })),
+            )
+            .await;
+        assert_eq!(status, 201, "{answer}");
+    }
+
     /// The status of an unauthenticated GET (health and readiness probes).
     pub(crate) async fn probe(&self, path: &str) -> u16 {
         self.client

@@ -10,15 +10,7 @@ use std::time::{Duration, Instant};
 async fn until_waiting(server: &Server, waiting: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let text = server
-            .client
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = server.metrics_text().await;
         if text
             .lines()
             .any(|line| line == format!("sluice_long_polls_waiting {waiting}"))
@@ -84,15 +76,7 @@ async fn past_max_in_flight_requests_a_request_is_refused_at_once() {
         200,
         "served again once the polls answered"
     );
-    let metrics = server
-        .client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics_text().await;
     assert!(
         metrics
             .lines()

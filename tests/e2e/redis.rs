@@ -317,17 +317,7 @@ async fn two_gateways_run_a_redrive_task_once_at_its_rate() {
     let (_a_dir, a) = gateway(&redis.url(), &prefix, &[]);
     let (_b_dir, b) = gateway(&redis.url(), &prefix, &[]);
     let t = tenant_token("acme");
-    a.call(Method::PUT, "/v1/queues/dlq", &t, None).await;
-    a.call(
-        Method::PUT,
-        "/v1/queues/work",
-        &t,
-        Some(json!({
-            "visibility_timeout_seconds": 0,
-            "redrive_policy": {"dead_letter_queue": "dlq", "max_receive_count": 1}
-        })),
-    )
-    .await;
+    a.dead_lettering_queues(&t).await;
     b.call(Method::PUT, "/v1/queues/back", &t, None).await;
     for (count, rate) in [(30_u64, 10_u64), (1000, 500)] {
         fill_dead_letters(&a, &t, count as usize).await;

@@ -247,19 +247,7 @@ pub(crate) async fn dead_letter_moves_survive_kills(
 ) {
     let t = tenant_token("acme");
     let mut server = Server::start_in(dir, args);
-    server.call(Method::PUT, "/v1/queues/dlq", &t, None).await;
-    let (status, _) = server
-        .call(
-            Method::PUT,
-            "/v1/queues/work",
-            &t,
-            Some(json!({
-                "visibility_timeout_seconds": 0,
-                "redrive_policy": {"dead_letter_queue": "dlq", "max_receive_count": 1}
-            })),
-        )
-        .await;
-    assert_eq!(status, 201);
+    server.dead_lettering_queues(&t).await;
     let sent = send_numbered(&server, "work", &t, 10_000).await;
     assert_eq!(sent.len(), 10_000);
 

@@ -300,16 +300,7 @@ impl Services {
             }
             task.status = RedriveStatus::Cancelled;
             task.finished_at = Some(self.clock.now());
-            let written = self
-                .engine
-                .put_record(
-                    TASK_KIND,
-                    &task_key(tenant, id),
-                    encode(&task)?,
-                    Some(version),
-                )
-                .await?;
-            if written.is_some() {
+            if self.write_task(tenant, &task, version).await? {
                 self.release_running(tenant, &task).await;
                 return Ok(());
             }
@@ -428,19 +419,29 @@ impl Services {
         }
         task.lease_owner = Some(me.to_owned());
         task.lease_until = now + LEASE_MS;
+        if self.write_task(tenant, &task, version).await? && task.status != RedriveStatus::Running {
+            self.release_running(tenant, &task).await;
+        }
+        Ok(())
+    }
+
+    /// Writes `task` over the stored `version`; `false` (nothing written) if it changed since.
+    async fn write_task(
+        &self,
+        tenant: &TenantId,
+        task: &RedriveTask,
+        version: u64,
+    ) -> Result<bool, ServiceError> {
         let written = self
             .engine
             .put_record(
                 TASK_KIND,
-                &task_key(tenant, id),
-                encode(&task)?,
+                &task_key(tenant, &task.id),
+                encode(task)?,
                 Some(version),
             )
             .await?;
-        if written.is_some() && task.status != RedriveStatus::Running {
-            self.release_running(tenant, &task).await;
-        }
-        Ok(())
+        Ok(written.is_some())
     }
 
     async fn read_task(

@@ -16,6 +16,13 @@ fn redrive_to(dlq: &str, max_receive_count: u32) -> QueueConfigPatch {
     }
 }
 
+fn no_redrive_policy() -> QueueConfigPatch {
+    QueueConfigPatch {
+        redrive_policy: Some(None),
+        ..QueueConfigPatch::default()
+    }
+}
+
 fn with_attribute(body: &str) -> SendRequest {
     SendRequest {
         body: body.to_owned(),
@@ -148,14 +155,7 @@ pub async fn dead_letter_queue_full_missing_or_still_referenced(ctx: Ctx) {
     );
 
     ctx.services
-        .patch_queue(
-            &ctx.tenant,
-            "src",
-            QueueConfigPatch {
-                redrive_policy: Some(None),
-                ..QueueConfigPatch::default()
-            },
-        )
+        .patch_queue(&ctx.tenant, "src", no_redrive_policy())
         .await
         .unwrap();
     ctx.queue("dlq2", QueueConfigPatch::default()).await;
@@ -164,14 +164,7 @@ pub async fn dead_letter_queue_full_missing_or_still_referenced(ctx: Ctx) {
         .await
         .unwrap();
     ctx.services
-        .patch_queue(
-            &ctx.tenant,
-            "src",
-            QueueConfigPatch {
-                redrive_policy: Some(None),
-                ..QueueConfigPatch::default()
-            },
-        )
+        .patch_queue(&ctx.tenant, "src", no_redrive_policy())
         .await
         .unwrap();
     ctx.services
