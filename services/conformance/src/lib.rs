@@ -116,6 +116,7 @@ macro_rules! engine_suite {
             redrive_moves_dead_letters_back,
             retry_backoff_spaces_redeliveries,
             redrive_policies_are_validated,
+            dead_letters_expire_from_their_original_send,
             redrive_task_moves_what_was_there_and_completes,
             redrive_task_keeps_its_rate_lease_and_cancel,
             // Records (cases/records.rs)

@@ -605,3 +605,33 @@ pub async fn redrive_policies_are_validated(ctx: Ctx) {
         ]))
     );
 }
+
+/// A message moved into a standard DLQ keeps its `sent_at`, so the DLQ's retention counts from
+/// the original send: the expiry sweep removes it then, even though the DLQ was swept (empty)
+/// just before the move.
+pub async fn dead_letters_expire_from_their_original_send(ctx: Ctx) {
+    ctx.queue(
+        "dlq",
+        QueueConfigPatch {
+            message_retention_seconds: Some(60),
+            ..QueueConfigPatch::default()
+        },
+    )
+    .await;
+    ctx.queue("src", redrive_to("dlq", 5)).await;
+    ctx.send("src", "old").await;
+    ctx.clock.advance(SECOND);
+    ctx.engine.expire(ctx.clock.now()).await.unwrap();
+    ctx.clock.advance(9 * SECOND);
+    let h = handle(&ctx.receive("src", 1, 30).await[0]);
+    ctx.services
+        .dead_letter_message(&ctx.tenant, "src", &h, "test")
+        .await
+        .unwrap();
+    assert_eq!(ctx.stats("dlq").await, (1, 0, 0));
+    // 60 s after the original send (and 50 s after the move) its retention in the DLQ ends.
+    ctx.clock.advance(50 * SECOND);
+    assert_eq!(ctx.engine.expire(ctx.clock.now()).await.unwrap(), 1);
+    assert_eq!(ctx.stats("dlq").await, (0, 0, 0));
+    assert!(ctx.peek_all("dlq").await.is_empty());
+}

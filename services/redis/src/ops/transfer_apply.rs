@@ -46,8 +46,23 @@ impl RedisEngine {
         for _ in arrivals {
             fresh.push(reply.u64()? != 0);
         }
-        if fresh.iter().any(|f| *f) {
+        let earliest = arrivals
+            .iter()
+            .zip(&fresh)
+            .filter(|(_, fresh)| **fresh)
+            .map(|(a, _)| a.sent_at)
+            .min();
+        if let Some(sent_at) = earliest {
             self.wakers.wake(&queue_id);
+            // A message moved into a standard queue keeps its sent_at, so it may expire before
+            // the time the queue is filed under in the due index: file it no later than that
+            // sent_at (`LT`), and the next sweep files it exactly.
+            let mut due = redis::cmd("ZADD");
+            due.arg(self.keys.expiry_due())
+                .arg("LT")
+                .arg(sent_at)
+                .arg(&queue_id);
+            self.redis.query::<i64>(&due).await?;
         }
         Ok(Some(fresh))
     }
