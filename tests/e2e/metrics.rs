@@ -145,13 +145,25 @@ async fn send(server: &Server, t: &str, queue: &str, body: Value) {
 }
 
 /// Sends 5 (3 one by one, 2 in a batch), receives 3 in one call, deletes 2 (one alone, one in
-/// a batch) and checks the counters.
+/// a batch), dead-letters the third, has one more message moved to the DLQ by a receive, and
+/// checks the counters.
 async fn counters_count_messages(server: &Server) {
     let t = tenant_token("acme");
-    for queue in ["orders", "other"] {
+    for queue in ["dlq", "other"] {
         assert_eq!(
             server
                 .call(Method::PUT, &format!("/v1/queues/{queue}"), &t, None)
+                .await
+                .0,
+            201
+        );
+    }
+    let policy = |max: u32| json!({"redrive_policy": {"dead_letter_queue": "dlq", "max_receive_count": max}});
+    for (queue, max) in [("orders", 5), ("poison", 1)] {
+        let path = format!("/v1/queues/{queue}");
+        assert_eq!(
+            server
+                .call(Method::PUT, &path, &t, Some(policy(max)))
                 .await
                 .0,
             201
@@ -210,6 +222,23 @@ async fn counters_count_messages(server: &Server) {
         "{}",
         batch.1
     );
+    let dead = format!("/v1/queues/orders/messages/{}/dead-letter", handles[2]);
+    let reason = Some(json!({"reason": "bad"}));
+    assert_eq!(server.call(Method::POST, &dead, &t, reason).await.0, 204);
+    // Received once, then moved by the next receive instead of being delivered again.
+    send(server, &t, "poison", json!({"body": "p"})).await;
+    let receive = Some(json!({"visibility_timeout_seconds": 0}));
+    for expected in [1, 0] {
+        let (_, got) = server
+            .call(
+                Method::POST,
+                "/v1/queues/poison/messages/receive",
+                &t,
+                receive.clone(),
+            )
+            .await;
+        assert_eq!(got["messages"].as_array().unwrap().len(), expected, "{got}");
+    }
 
     let samples = scrape(server).await;
     let messages = |queue: &str, event: &str| {
@@ -222,6 +251,10 @@ async fn counters_count_messages(server: &Server) {
     assert_eq!(messages("orders", "sent"), Some(5.0));
     assert_eq!(messages("orders", "received"), Some(3.0));
     assert_eq!(messages("orders", "deleted"), Some(2.0));
+    assert_eq!(messages("orders", "dead_lettered"), Some(1.0));
+    assert_eq!(messages("poison", "received"), Some(1.0));
+    assert_eq!(messages("poison", "dead_lettered"), Some(1.0));
+    assert_eq!(messages("dlq", "sent"), None, "a move is not a send");
     assert_eq!(messages("other", "sent"), None);
     assert_eq!(messages("other", "received"), None);
 }
