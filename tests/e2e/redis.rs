@@ -249,6 +249,25 @@ async fn dead_letter_moves_survive_gateway_and_redis_kills() {
     crate::restart::dead_letter_moves_survive_kills(dir.path(), &args, Some(&redis)).await;
 }
 
+/// The redrive crash test on Redis: a task SIGKILLed twice with its gateway resumes on the
+/// restarted one and moves each message once.
+#[tokio::test]
+async fn a_redrive_task_survives_gateway_kills_on_redis() {
+    let redis =
+        RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (url, prefix) = (redis.url(), unique_prefix("redrive-crash"));
+    let args = [
+        "--jwt-secret",
+        SECRET,
+        "--store",
+        url.as_str(),
+        "--redis-key-prefix",
+        prefix.as_str(),
+    ];
+    crate::restart::redrive_task_survives_kills(dir.path(), &args).await;
+}
+
 #[test]
 fn refuses_a_redis_that_evicts_keys() {
     let redis = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]).unwrap();

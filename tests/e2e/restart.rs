@@ -334,9 +334,14 @@ pub(crate) async fn dead_letter_moves_survive_kills(
 #[tokio::test]
 async fn a_redrive_task_interrupted_by_sigkill_moves_each_message_once() {
     let dir = tempfile::tempdir().unwrap();
+    redrive_task_survives_kills(dir.path(), &["--jwt-secret", SECRET]).await;
+}
+
+/// The body of the redrive crash tests: gateways on `dir` with `args`, SIGKILLed twice while a
+/// task moves 1,500 messages.
+pub(crate) async fn redrive_task_survives_kills(dir: &std::path::Path, args: &[&str]) {
     let t = tenant_token("acme");
-    let args = ["--jwt-secret", SECRET];
-    let mut server = Server::start_in(dir.path(), &args);
+    let mut server = Server::start_in(dir, args);
     server.call(Method::PUT, "/v1/queues/dlq", &t, None).await;
     server.call(Method::PUT, "/v1/queues/back", &t, None).await;
     let sent = send_numbered(&server, "dlq", &t, 1500).await;
@@ -362,7 +367,7 @@ async fn a_redrive_task_interrupted_by_sigkill_moves_each_message_once() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         server.kill();
-        server = Server::start_in(dir.path(), &args);
+        server = Server::start_in(dir, args);
     }
     let finished = loop {
         let (_, task) = server.call(Method::GET, &task_path, &t, None).await;
