@@ -24,7 +24,7 @@ mod common;
 use common::{expect_status, start_gateway, Http};
 use sluice_bench_support::flow::{flow, Flow};
 use sluice_bench_support::stats::{median_or_nan as median, runs};
-use sluice_bench_support::system::{memory, scratch_base};
+use sluice_bench_support::system::{machine_cpu, memory, own_cpu_seconds, scratch_base};
 use sluice_bench_support::BenchResult;
 use sluice_engine::TenantId;
 use sluice_gateway::auth::{Auth, KeyMaterial, Scope};
@@ -65,7 +65,7 @@ impl Plan {
             window: Duration::from_secs(5),
             connections: 10_000,
             poll_wait_seconds: 20,
-            memory_rounds: 3,
+            memory_rounds: 4,
         }
     }
 
@@ -180,6 +180,11 @@ async fn limiter_and_scrape_cost(plan: &Plan, data: &Path) -> BenchResult<()> {
     }
 
     let mut rates: [Vec<f64>; 3] = Default::default();
+    // CPU microseconds this process (server and load generator) spent per request, and the
+    // cores other processes kept busy meanwhile: CPU per request moves far less than the rate
+    // when neighbours take cores away.
+    let mut cpu_per_request: [Vec<f64>; 3] = Default::default();
+    let mut others_busy: [Vec<f64>; 3] = Default::default();
     let mut flows: [Vec<Flow>; 3] = Default::default();
     let (scrapes, scraped_bytes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     for rep in 1..=plan.repetitions {
@@ -196,7 +201,12 @@ async fn limiter_and_scrape_cost(plan: &Plan, data: &Path) -> BenchResult<()> {
             let driver = Arc::new(target.driver(&format!("ops-{slot}-r{rep}")).await?);
             let scraper = (arm == Arm::Scraped)
                 .then(|| spawn_scraper(&open, scrapes.clone(), scraped_bytes.clone()));
+            let (own_before, (machine_before, _)) = (own_cpu_seconds(), machine_cpu());
+            let started = Instant::now();
             let f = flow(driver, PRODUCERS, CONSUMERS, 1, plan.window).await;
+            let own = own_cpu_seconds() - own_before;
+            let machine = machine_cpu().0 - machine_before;
+            let elapsed = started.elapsed().as_secs_f64();
             if let Some(scraper) = scraper {
                 scraper.abort();
                 if let Ok(Err(error)) = scraper.await {
@@ -213,6 +223,8 @@ async fn limiter_and_scrape_cost(plan: &Plan, data: &Path) -> BenchResult<()> {
                 f.duplicates
             );
             rates[slot].push(f.ops_per_second());
+            cpu_per_request[slot].push(own * 1e6 / f.ops() as f64);
+            others_busy[slot].push((machine - own).max(0.0) / elapsed);
             flows[slot].push(f);
         }
     }
@@ -233,6 +245,21 @@ async fn limiter_and_scrape_cost(plan: &Plan, data: &Path) -> BenchResult<()> {
         return Err(format!("a quota of 1/s refused nothing: {statuses:?}").into());
     }
 
+    // What one scrape costs on its own, with no load: CPU and wall time per scrape.
+    let metrics_url = format!("{}/metrics", open.base);
+    // /proc counts CPU in 10 ms ticks: enough scrapes that their total spans many.
+    let idle_scrapes = 500;
+    let own_before = own_cpu_seconds();
+    let mut scrape_times = Vec::with_capacity(idle_scrapes);
+    let mut scrape_bytes = 0;
+    for _ in 0..idle_scrapes {
+        let t = Instant::now();
+        let response = open.client.get(&metrics_url).send().await?;
+        scrape_bytes = expect_status(response, &[200]).await?.bytes().await?.len();
+        scrape_times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let scrape_cpu_ms = (own_cpu_seconds() - own_before) * 1e3 / idle_scrapes as f64;
+
     println!();
     println!(
         "### Rate limiter and scrape cost ({PRODUCERS} producers + {CONSUMERS} consumers, \
@@ -243,25 +270,35 @@ async fn limiter_and_scrape_cost(plan: &Plan, data: &Path) -> BenchResult<()> {
     println!();
     println!(
         "| arm                                            | HTTP req/s per run                 \
-         | median req/s | vs reference (median of per-rep ratios) | lost | duplicates |"
+         | median req/s | req/s vs reference | CPU µs / request | CPU vs reference \
+         | others' cores busy | lost | duplicates |"
     );
     println!(
         "|------------------------------------------------|------------------------------------\
-         |-------------:|----------------------------------------:|-----:|-----------:|"
+         |-------------:|-------------------:|-----------------:|-----------------:\
+         |-------------------:|-----:|-----------:|"
     );
     for arm in Arm::ALL {
         let slot = arm as usize;
-        let ratios: Vec<f64> = rates[slot]
-            .iter()
-            .zip(&rates[Arm::NoQuota as usize])
-            .map(|(r, reference)| r / reference)
-            .collect();
+        // Medians of the per-repetition ratios: each arm against the reference run beside it.
+        let ratio = |values: &[Vec<f64>; 3]| {
+            let per_rep: Vec<f64> = values[slot]
+                .iter()
+                .zip(&values[Arm::NoQuota as usize])
+                .map(|(v, reference)| v / reference)
+                .collect();
+            median(&per_rep)
+        };
         println!(
-            "| {:<46} | {:<34} | {:>12.0} | {:>39.3} | {:>4} | {:>10} |",
+            "| {:<46} | {:<34} | {:>12.0} | {:>18.3} | {:>16.0} | {:>16.3} | {:>18.2} \
+             | {:>4} | {:>10} |",
             arm.label(),
             runs(&rates[slot]),
             median(&rates[slot]),
-            median(&ratios),
+            ratio(&rates),
+            median(&cpu_per_request[slot]),
+            ratio(&cpu_per_request),
+            median(&others_busy[slot]),
             flows[slot].iter().map(|f| f.lost).sum::<u64>(),
             flows[slot].iter().map(|f| f.duplicates).sum::<u64>(),
         );
@@ -273,6 +310,14 @@ async fn limiter_and_scrape_cost(plan: &Plan, data: &Path) -> BenchResult<()> {
          three requests answered {statuses:?} (the limiter was live)",
         scrapes.load(Ordering::Relaxed),
         scraped_bytes.load(Ordering::Relaxed) as f64 / scrape_count as f64 / 1024.0
+    );
+    println!(
+        "one scrape without load ({idle_scrapes} in a row, {:.0} KiB): {scrape_cpu_ms:.2} ms of CPU \
+         (server and client), {:.2} ms wall (median); at one scrape a second that is {:.2}% of \
+         one core",
+        scrape_bytes as f64 / 1024.0,
+        median(&scrape_times),
+        scrape_cpu_ms / 10.0
     );
     Ok(())
 }
@@ -425,9 +470,10 @@ async fn waiting_polls(client: &reqwest::Client, addr: &str) -> BenchResult<u64>
         .unwrap_or(0.0) as u64)
 }
 
-/// One memory round's figures, in bytes.
+/// One set's figures, in bytes.
 struct Round {
-    label: &'static str,
+    kind: &'static str,
+    label: String,
     before: u64,
     open: u64,
     after: u64,
@@ -450,74 +496,95 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-async fn connection_memory(plan: &Plan, data: &Path) -> BenchResult<()> {
-    let (soft, hard) = raise_own_fd_limit();
-    let secret = "s".repeat(40);
-    let server = Server::start(data, &secret)?;
-    let auth = Auth::new(
-        KeyMaterial::Secret(Secret::new(secret.into_bytes())),
-        None,
-        None,
-    )?;
-    let token = bearer(&auth, Some("mem"), &TENANT_SCOPES)?;
-    let http = Http {
-        client: reqwest::Client::new(),
-        base: format!("http://{}", server.addr),
-        bearer: token.clone(),
-    };
-    http.put_queue("empty").await?;
-    let n = plan.connections;
-    let idle_request: Arc<[u8]> =
-        format!("GET /v1/queues/empty HTTP/1.1\r\nhost: bench\r\nauthorization: {token}\r\n\r\n")
-            .into_bytes()
-            .into();
-    let poll_body = format!(
-        r#"{{"max_messages":1,"wait_seconds":{}}}"#,
-        plan.poll_wait_seconds
-    );
-    let poll_request: Arc<[u8]> = format!(
-        "POST /v1/queues/empty/messages/receive HTTP/1.1\r\nhost: bench\r\n\
-         authorization: {token}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n\
-         {poll_body}",
-        poll_body.len()
-    )
-    .into_bytes()
-    .into();
+/// A `sluice serve` child with one empty queue, and the raw requests the sets send it.
+struct MemoryTarget {
+    server: Server,
+    metrics_client: reqwest::Client,
+    idle_request: Arc<[u8]>,
+    poll_request: Arc<[u8]>,
+    baseline: u64,
+}
 
-    let baseline = server.settled_rss().await?;
-    eprintln!("baseline RSS {:.1} MiB", mib(baseline));
-    let mut rounds = Vec::new();
-    for round in 1..=plan.memory_rounds {
-        // Idle keep-alive connections: one answered request each, then held open.
-        let before = server.settled_rss().await?;
+impl MemoryTarget {
+    async fn start(data: &Path, poll_wait_seconds: u64) -> BenchResult<Self> {
+        std::fs::create_dir_all(data)?;
+        let secret = "s".repeat(40);
+        let server = Server::start(data, &secret)?;
+        let auth = Auth::new(
+            KeyMaterial::Secret(Secret::new(secret.into_bytes())),
+            None,
+            None,
+        )?;
+        let token = bearer(&auth, Some("mem"), &TENANT_SCOPES)?;
+        let http = Http {
+            client: reqwest::Client::new(),
+            base: format!("http://{}", server.addr),
+            bearer: token.clone(),
+        };
+        http.put_queue("empty").await?;
+        let idle_request: Arc<[u8]> = format!(
+            "GET /v1/queues/empty HTTP/1.1\r\nhost: bench\r\nauthorization: {token}\r\n\r\n"
+        )
+        .into_bytes()
+        .into();
+        let poll_body = format!(r#"{{"max_messages":1,"wait_seconds":{poll_wait_seconds}}}"#);
+        let poll_request: Arc<[u8]> = format!(
+            "POST /v1/queues/empty/messages/receive HTTP/1.1\r\nhost: bench\r\n\
+             authorization: {token}\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n{poll_body}",
+            poll_body.len()
+        )
+        .into_bytes()
+        .into();
+        let baseline = server.settled_rss().await?;
+        Ok(Self {
+            server,
+            metrics_client: http.client,
+            idle_request,
+            poll_request,
+            baseline,
+        })
+    }
+
+    /// `n` keep-alive connections, each answered one authenticated request, then held open.
+    async fn idle_set(&self, n: usize, label: String) -> BenchResult<Round> {
+        const KIND: &str = "idle connections";
+        let before = self.server.settled_rss().await?;
         let start = Instant::now();
-        let streams = open_connections(&server.addr, n, idle_request.clone(), true).await?;
+        let streams =
+            open_connections(&self.server.addr, n, self.idle_request.clone(), true).await?;
         let seconds_to_open = start.elapsed().as_secs_f64();
-        let open = server.settled_rss().await?;
+        let open = self.server.settled_rss().await?;
         drop(streams);
-        let after = server.settled_rss().await?;
+        let after = self.server.settled_rss().await?;
         eprintln!(
-            "round {round}: {n} idle connections: {:.1} -> {:.1} -> {:.1} MiB",
+            "{label}: {n} idle connections: {:.1} -> {:.1} -> {:.1} MiB",
             mib(before),
             mib(open),
             mib(after)
         );
-        rounds.push(Round {
-            label: "idle keep-alive connections",
+        Ok(Round {
+            kind: KIND,
+            label,
             before,
             open,
             after,
             seconds_to_open,
-        });
+        })
+    }
 
-        // Long polls on an empty queue: sent, not yet answered.
+    /// `n` long polls on the empty queue, sampled while all wait, then read to their (empty)
+    /// answers and closed.
+    async fn poll_set(&self, n: usize, wait_seconds: u64, label: String) -> BenchResult<Round> {
+        const KIND: &str = "long polls";
+        let (server, addr) = (&self.server, self.server.addr.as_str());
         let before = server.settled_rss().await?;
         let start = Instant::now();
-        let mut streams = open_connections(&server.addr, n, poll_request.clone(), false).await?;
-        let wait_deadline = start + Duration::from_secs(plan.poll_wait_seconds);
+        let mut streams = open_connections(addr, n, self.poll_request.clone(), false).await?;
+        let wait_deadline = start + Duration::from_secs(wait_seconds);
         let mut waiting = 0;
         while Instant::now() < wait_deadline {
-            waiting = waiting_polls(&http.client, &server.addr).await?;
+            waiting = waiting_polls(&self.metrics_client, addr).await?;
             if waiting >= n as u64 {
                 break;
             }
@@ -525,24 +592,25 @@ async fn connection_memory(plan: &Plan, data: &Path) -> BenchResult<()> {
         }
         let seconds_to_open = start.elapsed().as_secs_f64();
         if waiting < n as u64 {
-            return Err(format!(
-                "only {waiting} of {n} polls waiting within {} s",
-                plan.poll_wait_seconds
-            )
-            .into());
+            return Err(
+                format!("only {waiting} of {n} polls waiting within {wait_seconds} s").into(),
+            );
         }
-        // Two samples 500 ms apart, so the polls are still waiting when it is read.
-        let open = server.rss()?;
+        // Two samples 500 ms apart, taken while every poll still waits (checked after).
+        let first = server.rss()?;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let open = open.max(server.rss()?);
-        let still_waiting = waiting_polls(&http.client, &server.addr).await?;
-        let mut answered_empty = 0usize;
+        let open = first.max(server.rss()?);
+        let still_waiting = waiting_polls(&self.metrics_client, addr).await?;
+        if still_waiting < n as u64 {
+            return Err(
+                format!("only {still_waiting} of {n} polls still waiting at the sample").into(),
+            );
+        }
         let mut tasks = Vec::with_capacity(n);
         for mut stream in streams.drain(..) {
-            tasks.push(tokio::spawn(async move {
-                let (status, body) = read_response(&mut stream).await?;
-                Ok::<_, Box<dyn std::error::Error + Send + Sync>>((status, body))
-            }));
+            tasks.push(tokio::spawn(
+                async move { read_response(&mut stream).await },
+            ));
         }
         for task in tasks {
             let (status, body) = task.await??;
@@ -551,64 +619,104 @@ async fn connection_memory(plan: &Plan, data: &Path) -> BenchResult<()> {
             if status != 200 || !empty {
                 return Err(format!("a poll answered {status}: {answer}").into());
             }
-            answered_empty += 1;
         }
         let after = server.settled_rss().await?;
         eprintln!(
-            "round {round}: {n} polls ({still_waiting} still waiting at the sample, \
-             {answered_empty} answered empty): {:.1} -> {:.1} -> {:.1} MiB",
+            "{label}: {n} polls, all waiting at the sample, all answered empty: \
+             {:.1} -> {:.1} -> {:.1} MiB",
             mib(before),
             mib(open),
             mib(after)
         );
-        rounds.push(Round {
-            label: "waiting long polls",
+        Ok(Round {
+            kind: KIND,
+            label,
             before,
             open,
             after,
             seconds_to_open,
-        });
+        })
     }
-    let (_, peak) = memory(server.child.id())?;
+}
+
+async fn connection_memory(plan: &Plan, data: &Path) -> BenchResult<()> {
+    let (soft, hard) = raise_own_fd_limit();
+    let (n, wait) = (plan.connections, plan.poll_wait_seconds);
+
+    // Cold figures: each set into a fresh process, so no heap freed by an earlier set is
+    // reused and the growth is what the set itself costs.
+    let cold_idle_target = MemoryTarget::start(&data.join("cold-idle"), wait).await?;
+    let cold_idle = cold_idle_target.idle_set(n, "fresh process".into()).await?;
+    drop(cold_idle_target);
+    let cold_poll_target = MemoryTarget::start(&data.join("cold-poll"), wait).await?;
+    let cold_poll = cold_poll_target
+        .poll_set(n, wait, "fresh process".into())
+        .await?;
+    drop(cold_poll_target);
+
+    // Repeated sets on one process: RSS after each close shows whether memory is kept.
+    let target = MemoryTarget::start(&data.join("rounds"), wait).await?;
+    let mut rounds = Vec::new();
+    for round in 1..=plan.memory_rounds {
+        rounds.push(
+            target
+                .idle_set(n, format!("same server, round {round}"))
+                .await?,
+        );
+        rounds.push(
+            target
+                .poll_set(n, wait, format!("same server, round {round}"))
+                .await?,
+        );
+    }
+    let (_, peak) = memory(target.server.child.id())?;
 
     println!();
     println!(
-        "### Resident memory of `sluice serve` (child process, embedded store): {n} at a time, \
-         {} rounds",
-        plan.memory_rounds
+        "### Resident memory of `sluice serve` (child process, embedded store), {n} at a time"
     );
     println!();
     println!(
         "descriptor limits: this bench soft {} / hard {} (the server raises its own soft limit \
-         to the hard one); polls wait {} s on an empty queue; baseline RSS {:.1} MiB; peak \
-         (VmHWM) {:.1} MiB",
+         to the hard one); polls wait {wait} s on an empty queue; RSS of a fresh server \
+         {:.1} MiB; peak (VmHWM) of the repeated-rounds server {:.1} MiB",
         soft.map_or_else(|| "unlimited".into(), |v| v.to_string()),
         hard.map_or_else(|| "unlimited".into(), |v| v.to_string()),
-        plan.poll_wait_seconds,
-        mib(baseline),
+        mib(target.baseline),
         mib(peak)
     );
     println!();
     println!(
-        "| round | set                          | opened in (s) | RSS before (MiB) | RSS open (MiB) \
+        "| set                                      | opened in (s) | RSS before (MiB) | RSS open (MiB) \
          | bytes each | RSS after close (MiB) |"
     );
     println!(
-        "|------:|------------------------------|--------------:|-----------------:|---------------:\
+        "|------------------------------------------|--------------:|-----------------:|---------------:\
          |-----------:|----------------------:|"
     );
-    for (i, r) in rounds.iter().enumerate() {
+    let row = |r: &Round| {
         println!(
-            "| {:>5} | {:<28} | {:>13.1} | {:>16.1} | {:>14.1} | {:>10.0} | {:>21.1} |",
-            i / 2 + 1,
-            r.label,
+            "| {:<40} | {:>13.1} | {:>16.1} | {:>14.1} | {:>10.0} | {:>21.1} |",
+            format!("{}, {}", r.kind, r.label),
             r.seconds_to_open,
             mib(r.before),
             mib(r.open),
             r.open.saturating_sub(r.before) as f64 / n as f64,
             mib(r.after)
         );
+    };
+    row(&cold_idle);
+    row(&cold_poll);
+    for r in &rounds {
+        row(r);
     }
+    let poll_over_idle = cold_poll.open.saturating_sub(cold_poll.before) as f64 / n as f64
+        - cold_idle.open.saturating_sub(cold_idle.before) as f64 / n as f64;
+    println!();
+    println!(
+        "a waiting poll costs about {poll_over_idle:.0} bytes more than an idle connection \
+         (fresh processes)"
+    );
     Ok(())
 }
 
@@ -623,11 +731,8 @@ async fn run(plan: &Plan, quick: bool, data: &Path, fs: &str) -> BenchResult<()>
         data.display(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
     );
-    let in_process = data.join("in-process");
-    let child = data.join("child");
-    std::fs::create_dir_all(&child)?;
-    limiter_and_scrape_cost(plan, &in_process).await?;
-    connection_memory(plan, &child).await
+    limiter_and_scrape_cost(plan, &data.join("in-process")).await?;
+    connection_memory(plan, &data.join("child")).await
 }
 
 fn main() -> BenchResult<()> {
