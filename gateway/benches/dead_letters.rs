@@ -25,7 +25,7 @@
 //! another runtime (`bench-load`). The thread count printed with each idle window shows that.
 //!
 //! Run: `cargo bench -p sluice-gateway --bench dead_letters` (needs `redis-server` on the
-//! PATH). `SLUICE_BENCH_QUICK=1` shrinks every phase to a smoke run; phase 4 then stops before
+//! PATH). `SLUICE_BENCH_PHASES=3,4` runs only the phases listed. `SLUICE_BENCH_QUICK=1` shrinks every phase to a smoke run; phase 4 then stops before
 //! any message expires (the retention minimum is 60 s) and reports only the rounds with
 //! nothing due.
 
@@ -644,6 +644,11 @@ fn idle_cpu(
     }
     std::thread::sleep(plan.settle);
     let settled_in = settle_start.elapsed().as_secs_f64();
+    eprintln!(
+        "{}: idle window with {} queues starts",
+        store.label(),
+        plan.idle_queues
+    );
     let full = measure_idle(redis, plan.idle_window)?;
     let monitored = match redis {
         Some(r) => {
@@ -847,6 +852,14 @@ fn due_work(
     Ok(())
 }
 
+/// Whether `SLUICE_BENCH_PHASES` (a comma-separated list of phase numbers; all when unset)
+/// asks for phase `n`: a profile of one phase need not wait through the others.
+fn wanted(n: u8) -> bool {
+    std::env::var("SLUICE_BENCH_PHASES").map_or(true, |list| {
+        list.split(',').any(|p| p.trim().parse() == Ok(n))
+    })
+}
+
 fn main() -> BenchResult<()> {
     let quick = sluice_bench_support::quick();
     let plan = if quick { Plan::quick() } else { Plan::full() };
@@ -875,50 +888,55 @@ fn main() -> BenchResult<()> {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
     );
 
-    println!();
-    println!(
-        "### 1. Receive + delete with a redrive policy vs without ({CONSUMERS} consumers, \
-         receive 10 + batch delete, {} pre-filled 1 KiB messages per run, {} alternating reps)",
-        plan.drain_messages, plan.repetitions
-    );
-    println!();
-    println!("| engine | no policy msgs/s (runs) | median | with policy msgs/s (runs) | median | ratio per rep | ratio (median) | DLQ depth after |");
-    println!("|---|---|---:|---|---:|---|---:|---:|");
-    for store in [Store::Embedded, Store::Redis] {
-        let (server, http) = stores.gateway(store, "policy")?;
-        load.block_on(policy_overhead(&http, &plan, store))?;
-        drop(server);
+    if wanted(1) {
+        println!();
+        println!(
+            "### 1. Receive + delete with a redrive policy vs without ({CONSUMERS} consumers, \
+             receive 10 + batch delete, {} pre-filled 1 KiB messages per run, {} alternating reps)",
+            plan.drain_messages, plan.repetitions
+        );
+        println!();
+        println!("| engine | no policy msgs/s (runs) | median | with policy msgs/s (runs) | median | ratio per rep | ratio (median) | DLQ depth after |");
+        println!("|---|---|---:|---|---:|---|---:|---:|");
+        for store in [Store::Embedded, Store::Redis] {
+            let (server, http) = stores.gateway(store, "policy")?;
+            load.block_on(policy_overhead(&http, &plan, store))?;
+            drop(server);
+        }
     }
-
-    println!();
-    println!(
-        "### 2. Redrive task rate ({:.0} s per rate, `destination` given)",
-        plan.redrive_window.as_secs_f64()
-    );
-    println!();
-    println!("| engine | asked /s | elapsed s | moved | achieved /s | achieved / asked | after 1st s /s | after 1st s / asked | status at end |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
-    for store in [Store::Embedded, Store::Redis] {
-        let (server, http) = stores.gateway(store, "redrive")?;
-        load.block_on(redrive_rates(&http, &plan, store))?;
-        drop(server);
+    if wanted(2) {
+        println!();
+        println!(
+            "### 2. Redrive task rate ({:.0} s per rate, `destination` given)",
+            plan.redrive_window.as_secs_f64()
+        );
+        println!();
+        println!("| engine | asked /s | elapsed s | moved | achieved /s | achieved / asked | after 1st s /s | after 1st s / asked | status at end |");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+        for store in [Store::Embedded, Store::Redis] {
+            let (server, http) = stores.gateway(store, "redrive")?;
+            load.block_on(redrive_rates(&http, &plan, store))?;
+            drop(server);
+        }
     }
-
-    println!();
-    println!(
-        "### 3. Idle CPU of one gateway: 0 queues, then {} idle queues",
-        plan.idle_queues
-    );
-    println!();
-    for store in [Store::Embedded, Store::Redis] {
-        idle_cpu(&stores, &load, &plan, store)?;
+    if wanted(3) {
+        println!();
+        println!(
+            "### 3. Idle CPU of one gateway: 0 queues, then {} idle queues",
+            plan.idle_queues
+        );
+        println!();
+        for store in [Store::Embedded, Store::Redis] {
+            idle_cpu(&stores, &load, &plan, store)?;
+            println!();
+        }
+    }
+    if wanted(4) {
+        println!("### 4. Expiry work per round vs queues due (Redis)");
+        println!();
+        due_work(&stores, &load, &plan, quick)?;
         println!();
     }
-
-    println!("### 4. Expiry work per round vs queues due (Redis)");
-    println!();
-    due_work(&stores, &load, &plan, quick)?;
-    println!();
     println!("total bench time {:.0} s", started.elapsed().as_secs_f64());
 
     drop(load);
