@@ -48,8 +48,12 @@ pub fn handle() -> &'static PrometheusHandle {
                 // Buckets for a constant, non-empty list cannot be refused.
                 .unwrap_or_else(|_| PrometheusBuilder::new())
                 // Gauges the sampler stops refreshing (queues deleted, or a store that stopped
-                // answering) disappear rather than report stale counts forever.
-                .idle_timeout(MetricKindMask::GAUGE, Some(SAMPLE_PERIOD * 4))
+                // answering) disappear rather than report stale counts forever; on a store
+                // large enough for the sampler to pace itself, rounds may be minutes apart.
+                .idle_timeout(
+                    MetricKindMask::GAUGE,
+                    Some(sluice_services::MAX_PACED_PAUSE * 2),
+                )
         };
         builder().install_recorder().unwrap_or_else(|error| {
             // Another recorder owns the facade (an embedding program installed its own): keep

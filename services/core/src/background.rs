@@ -26,6 +26,12 @@ use tokio::task::JoinHandle;
 /// The longest pause after consecutive failed rounds.
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
+/// The longest a paced job waits between rounds, however long its rounds take.
+pub const MAX_PACED_PAUSE: Duration = Duration::from_secs(300);
+
+/// How much longer than its last round the queue sampler rests: at most about 2% of a core.
+const SAMPLER_REST: u32 = 49;
+
 /// One round of a job's work.
 type Round = Pin<Box<dyn Future<Output = Result<(), ServiceError>> + Send>>;
 
@@ -81,18 +87,24 @@ impl Background {
             let services = services.clone();
             // Series seen by the last walk, so the next one can zero those that went away.
             let previous = Arc::new(Mutex::new(BTreeSet::new()));
-            supervise("queue_sampler", sample_period, clock, move || {
-                let (services, previous) = (services.clone(), previous.clone());
-                Box::pin(async move {
-                    let last = previous
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .clone();
-                    let seen = services.sample_queues(&last).await?;
-                    *previous.lock().unwrap_or_else(PoisonError::into_inner) = seen;
-                    Ok(())
-                })
-            })
+            supervise_paced(
+                "queue_sampler",
+                sample_period,
+                Some(SAMPLER_REST),
+                clock,
+                move || {
+                    let (services, previous) = (services.clone(), previous.clone());
+                    Box::pin(async move {
+                        let last = previous
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .clone();
+                        let seen = services.sample_queues(&last).await?;
+                        *previous.lock().unwrap_or_else(PoisonError::into_inner) = seen;
+                        Ok(())
+                    })
+                },
+            )
         };
         Self {
             jobs: vec![expiry, recovery, redrive, sampler],
@@ -116,6 +128,23 @@ impl Drop for Background {
 pub(crate) fn supervise<F>(
     job: &'static str,
     period: Duration,
+    clock: Arc<dyn Clock>,
+    round: F,
+) -> JoinHandle<()>
+where
+    F: Fn() -> Round + Send + 'static,
+{
+    supervise_paced(job, period, None, clock, round)
+}
+
+/// [`supervise`], and with `rest` a round that took `d` is followed by at least `rest × d`
+/// (at most [`MAX_PACED_PAUSE`]) before the next begins: a job whose work grows with the
+/// deployment (the sampler walks every queue) then uses at most about `1 / (rest + 1)` of a
+/// core, and is simply less frequent on a large store.
+pub(crate) fn supervise_paced<F>(
+    job: &'static str,
+    period: Duration,
+    rest: Option<u32>,
     clock: Arc<dyn Clock>,
     round: F,
 ) -> JoinHandle<()>
@@ -151,7 +180,15 @@ where
                 .record(started.elapsed().as_secs_f64());
             if outcome == "ok" {
                 failures = 0;
-                pause = period;
+                pause = match rest {
+                    Some(rest) => period.max(
+                        started
+                            .elapsed()
+                            .saturating_mul(rest + 1)
+                            .min(MAX_PACED_PAUSE),
+                    ),
+                    None => period,
+                };
             } else {
                 failures = failures.saturating_add(1);
                 pause = backoff(period, failures);
@@ -246,5 +283,44 @@ mod tests {
         clock.advance(1_000);
         reaches(&rounds, 4).await;
         job.abort();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_paced_job_rests_in_proportion_to_its_rounds() {
+        let starts = Arc::new(Mutex::new(Vec::new()));
+        let job = {
+            let starts = starts.clone();
+            supervise_paced(
+                "paced",
+                Duration::from_millis(1),
+                Some(3),
+                Arc::new(sluice_engine::SystemClock),
+                move || {
+                    let starts = starts.clone();
+                    Box::pin(async move {
+                        starts.lock().unwrap().push(Instant::now());
+                        tokio::time::sleep(Duration::from_millis(40)).await;
+                        Ok(())
+                    })
+                },
+            )
+        };
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while starts.lock().unwrap().len() < 3 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap();
+        job.abort();
+        let starts = starts.lock().unwrap();
+        for pair in starts.windows(2) {
+            // A 40 ms round rests 3 × 40 ms more: rounds begin at least 160 ms apart, not 1 ms.
+            assert!(
+                pair[1] - pair[0] >= Duration::from_millis(160),
+                "{:?}",
+                pair[1] - pair[0]
+            );
+        }
     }
 }

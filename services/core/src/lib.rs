@@ -17,7 +17,7 @@ mod redrive;
 mod tenants;
 mod validate;
 
-pub use background::Background;
+pub use background::{Background, MAX_PACED_PAUSE};
 pub use error::ServiceError;
 pub use md5::{md5_of_attributes, md5_of_body};
 pub use messages::{
