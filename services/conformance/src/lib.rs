@@ -122,6 +122,13 @@ macro_rules! engine_suite {
             // Records (cases/records.rs)
             records_are_compare_and_set,
             message_seqs_walk_a_queue_in_order,
+            // Publishing (cases/publishing.rs)
+            publish_delivers_one_copy_per_delivery,
+            publish_failures_stay_with_their_delivery,
+            copies_follow_their_queue_and_tenant,
+            fifo_topic_sequence_numbers_and_deduplication,
+            fifo_topic_order_holds_under_concurrent_publishers,
+            deleting_a_topic_forgets_its_state,
             // Upkeep (cases/upkeep.rs)
             retention_expires_messages,
             // FIFO queues (cases/fifo.rs)

@@ -6,7 +6,9 @@ use crate::{
     QueueInfo, QueueKey, QueueName, Quotas, ReceiveOutcome, Record, RedriveOutcome, SendRejection,
     SentMessage, SeqScan, StoredMessage, TenantId, TenantRecord,
 };
+use crate::{Publication, Published, SubscriptionStats, TopicKey};
 use async_trait::async_trait;
+use std::collections::BTreeMap;
 
 /// Wakes a long poll when something may have become receivable in one queue.
 ///
@@ -100,11 +102,11 @@ impl QueueListener {
 ///   answers [`EngineError::QueueNotFound`] (before looking at its handles or messages).
 ///
 /// The operations are grouped by capability — [`Tenants`], [`Queues`], [`Messages`],
-/// [`Transfers`], [`Records`] and [`Upkeep`] — so that code which needs one capability can ask for it
+/// [`Transfers`], [`Records`], [`Publishing`] and [`Upkeep`] — so that code which needs one capability can ask for it
 /// alone. `Engine` is implemented for every type that has all of them.
-pub trait Engine: Tenants + Queues + Messages + Transfers + Records + Upkeep {}
+pub trait Engine: Tenants + Queues + Messages + Transfers + Records + Publishing + Upkeep {}
 
-impl<T: Tenants + Queues + Messages + Transfers + Records + Upkeep> Engine for T {}
+impl<T: Tenants + Queues + Messages + Transfers + Records + Publishing + Upkeep> Engine for T {}
 
 /// The tenant catalog: records, quotas and tombstones.
 ///
@@ -361,4 +363,71 @@ pub trait Upkeep: Send + Sync + 'static {
 
     /// Removes, durably, every message whose retention has ended by `now`. Answers how many.
     async fn expire(&self, now: Millis) -> Result<u64, EngineError>;
+}
+
+/// Topic publishing: the fan-out of a publication to one queue per matching subscription, the
+/// topic-level state it needs (FIFO sequence numbers and deduplication) and the subscriptions'
+/// counters. The topic and subscription catalog itself is the services' (kept in [`Records`]);
+/// the services match filter policies and hand each publication over with its deliveries.
+///
+/// Every engine honours these rules; the conformance suite checks each of them:
+///
+/// * **Durable before the answer**: once `publish` answers, each [`Delivery`](crate::Delivery) of each
+///   non-duplicate publication gets **exactly one copy** in its queue (or, if the queue cannot
+///   take it, in the delivery's dead-letter queue), also across a crash of the caller or the
+///   store at any point after the answer — an engine whose fan-out takes several steps records
+///   the publication atomically with its deduplication and sequence number first, delivers
+///   each copy idempotently per (publication message id, subscription id), and completes
+///   interrupted fan-outs in [`Publishing::recover_publications`]. An error answer means the
+///   publication may or may not have been recorded (the caller may retry: FIFO deduplication
+///   makes that safe; standard topics are at-least-once).
+/// * **Copies**: each copy is [`Publication::render`] of its delivery, stored as a new message
+///   of the queue under [`Delivery::message_id`](crate::Delivery::message_id): visible after the queue's `delay_seconds`,
+///   `sent_at` = the publish, never received; into a FIFO queue it joins the end of the queue
+///   in the publication's `group_id` and keeps its `deduplication_id`. Copies meet no
+///   queue-level deduplication. A queue that is missing, holds `max_depth` messages, or whose
+///   `max_message_bytes` the copy's [`RenderedCopy::size`](crate::RenderedCopy::size) exceeds
+///   does not take it: the copy goes to the delivery's `dead_letter_queue` (which, like a
+///   dead-letter move, takes it whatever its depth, if it exists) and the outcome is
+///   [`DeliveryOutcome::DeadLettered`](crate::DeliveryOutcome::DeadLettered), else [`DeliveryOutcome::Failed`](crate::DeliveryOutcome::Failed). One delivery's
+///   failure never keeps the others from being made. Delivering wakes the queue's listeners.
+/// * **FIFO topics** (names ending in `.fifo`): each publication gets the topic's next
+///   sequence number (strictly increasing per topic incarnation). A `deduplication_id`
+///   accepted within [`DEDUPLICATION_WINDOW_MS`](crate::DEDUPLICATION_WINDOW_MS) answers the
+///   original's message id and sequence number with `duplicate: true` and delivers nothing
+///   (two entries of one call with one id make one publication). Every queue receives a FIFO
+///   topic's copies in sequence-number order, also when several callers publish at once and
+///   across crashes. Standard topics have no sequence numbers and no deduplication.
+/// * **Counters**: [`Publishing::subscription_stats`] counts each publication once per
+///   subscription: `filtered_out` for each id in [`Publication::filtered_out`], `delivered` or
+///   `failed` (dead-lettered copies included) per delivery once it is made.
+#[async_trait]
+pub trait Publishing: Send + Sync + 'static {
+    /// Publishes up to ten publications to `topic` in order (one store round trip where the
+    /// engine can), delivering their copies before answering where it can. One answer per
+    /// publication, in order. The caller guarantees that each delivery's queue has the
+    /// topic's kind.
+    async fn publish(
+        &self,
+        topic: &TopicKey,
+        publications: Vec<Publication>,
+        now: Millis,
+    ) -> Result<Vec<Published>, EngineError>;
+
+    /// The counters of every subscription the topic has counted for, by subscription id
+    /// (absent ids have counted nothing).
+    async fn subscription_stats(
+        &self,
+        topic: &TopicKey,
+    ) -> Result<BTreeMap<String, SubscriptionStats>, EngineError>;
+
+    /// Forgets a topic's state (sequence numbers, deduplication records, counters), so that a
+    /// topic created again under the name starts afresh. Copies of publications already
+    /// answered are still delivered. Answers whether there was anything to forget.
+    async fn delete_topic(&self, topic: &TopicKey) -> Result<bool, EngineError>;
+
+    /// Completes fan-outs that a crash interrupted part way (on engines whose publish takes
+    /// several steps), each delivery exactly once; answers how many deliveries it made. Cheap
+    /// when there are none. Safe to run on several gateways at once.
+    async fn recover_publications(&self, now: Millis) -> Result<u64, EngineError>;
 }

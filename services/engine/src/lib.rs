@@ -11,14 +11,21 @@ mod error;
 mod handle;
 mod names;
 mod ratelimit;
+mod topics;
 mod types;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
-pub use engine::{Engine, Messages, QueueListener, Queues, Records, Tenants, Transfers, Upkeep};
+pub use engine::{
+    Engine, Messages, Publishing, QueueListener, Queues, Records, Tenants, Transfers, Upkeep,
+};
 pub use error::{DeadLetterRefusal, EngineError, HandleError, RedriveOutcome, SendRejection};
 pub use handle::{HandleKey, ReceiptHandle, HANDLE_CHARS, TAG_BYTES};
 pub use names::{NameError, QueueKey, QueueName, TenantId};
 pub use ratelimit::{gcra, Admission, LocalRateLimiter, RateLimit, RateLimiter};
+pub use topics::{
+    message_size, Delivery, DeliveryFailure, DeliveryOutcome, Publication, Published, RenderedCopy,
+    SubscriptionStats, TopicKey,
+};
 pub use types::{
     DeadLetter, DeduplicationScope, MessageAttribute, MessageState, NewMessage, QueueConfig,
     QueueInfo, QueueStats, Quotas, ReceiveOutcome, ReceivedMessage, Record, RedriveAllowPolicy,

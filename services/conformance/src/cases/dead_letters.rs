@@ -38,11 +38,11 @@ fn with_attribute(body: &str) -> SendRequest {
 }
 
 impl Ctx {
-    fn key(&self, queue: &str) -> QueueKey {
+    pub(super) fn key(&self, queue: &str) -> QueueKey {
         QueueKey::new(self.tenant.clone(), QueueName::parse(queue).unwrap())
     }
 
-    async fn peek_all(&self, queue: &str) -> Vec<MessageView> {
+    pub(super) async fn peek_all(&self, queue: &str) -> Vec<MessageView> {
         let mut all = Vec::new();
         for state in [
             MessageState::Visible,

@@ -5,6 +5,7 @@
 mod dead_letters;
 mod fifo;
 mod messages;
+mod publishing;
 mod queues;
 mod records;
 mod redrive_tasks;
@@ -14,6 +15,7 @@ mod upkeep;
 pub use dead_letters::*;
 pub use fifo::*;
 pub use messages::*;
+pub use publishing::*;
 pub use queues::*;
 pub use records::*;
 pub use redrive_tasks::*;
