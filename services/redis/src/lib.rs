@@ -425,3 +425,46 @@ impl Upkeep for RedisEngine {
         self.expire(now).await
     }
 }
+
+// PLACEHOLDER (topics branch only): replaced by the real implementation before merging.
+#[async_trait]
+impl sluice_engine::Publishing for RedisEngine {
+    async fn publish(
+        &self,
+        _topic: &sluice_engine::TopicKey,
+        _publications: Vec<sluice_engine::Publication>,
+        _now: sluice_engine::Millis,
+    ) -> Result<Vec<sluice_engine::Published>, sluice_engine::EngineError> {
+        Err(sluice_engine::EngineError::Internal(
+            "publishing is not built yet".into(),
+        ))
+    }
+
+    async fn subscription_stats(
+        &self,
+        _topic: &sluice_engine::TopicKey,
+    ) -> Result<
+        std::collections::BTreeMap<String, sluice_engine::SubscriptionStats>,
+        sluice_engine::EngineError,
+    > {
+        Err(sluice_engine::EngineError::Internal(
+            "publishing is not built yet".into(),
+        ))
+    }
+
+    async fn delete_topic(
+        &self,
+        _topic: &sluice_engine::TopicKey,
+    ) -> Result<bool, sluice_engine::EngineError> {
+        Err(sluice_engine::EngineError::Internal(
+            "publishing is not built yet".into(),
+        ))
+    }
+
+    async fn recover_publications(
+        &self,
+        _now: sluice_engine::Millis,
+    ) -> Result<u64, sluice_engine::EngineError> {
+        Ok(0)
+    }
+}
