@@ -3,7 +3,7 @@
 
 use crate::dto::responses;
 use crate::error::{ApiError, REQUEST_ID};
-use crate::routes::{admin, messages, ops, queues, redrive};
+use crate::routes::{admin, messages, ops, queues, redrive, topics};
 use crate::state::AppState;
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, Uri};
@@ -35,6 +35,9 @@ use utoipa_swagger_ui::SwaggerUi;
         messages::peek, messages::dead_letter,
         redrive::start_redrive, redrive::list_redrive_tasks, redrive::get_redrive_task,
         redrive::cancel_redrive_task,
+        topics::put_topic, topics::get_topic, topics::list_topics, topics::delete_topic,
+        topics::subscribe, topics::list_subscriptions, topics::get_subscription,
+        topics::patch_subscription, topics::unsubscribe, topics::publish, topics::publish_batch,
         admin::create_tenant, admin::list_tenants, admin::get_tenant, admin::update_tenant,
         admin::delete_tenant, admin::mint_token,
         ops::healthz, ops::readyz, crate::metrics::render,
@@ -44,6 +47,7 @@ use utoipa_swagger_ui::SwaggerUi;
         responses(
             responses::BadRequest, responses::Unauthenticated, responses::Forbidden,
             responses::QueueNotFound, responses::TenantNotFound, responses::TaskNotFound,
+            responses::TopicNotFound, responses::SubscriptionNotFound,
             responses::PayloadTooLarge,
             responses::UnsupportedMediaType, responses::RateLimited,
         )
@@ -53,6 +57,7 @@ use utoipa_swagger_ui::SwaggerUi;
         (name = "queues", description = "Create, configure, list, purge and delete queues (scope `queues:manage`; reads also with `messages:send` or `messages:consume`)"),
         (name = "messages", description = "Send (scope `messages:send`), receive, delete, change visibility and peek (scope `messages:consume`)"),
         (name = "redrive", description = "Move a dead-letter queue's messages back to their source queues, or to another queue, at a bounded rate (scope `queues:manage`)"),
+        (name = "topics", description = "Topics fanning out to one queue per subscription, with SNS filter policies: topics and subscriptions (scope `topics:manage`; reading topics also with `topics:publish`), publishing (scope `topics:publish`)"),
         (name = "admin", description = "Tenants, their quotas, and tokens for them (scope `admin`)"),
         (name = "operations", description = "Liveness and readiness probes, and Prometheus metrics (no auth)"),
     )
@@ -122,6 +127,28 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/redrive-tasks/{id}",
             get(redrive::get_redrive_task).delete(redrive::cancel_redrive_task),
+        )
+        .route("/v1/topics", get(topics::list_topics))
+        .route(
+            "/v1/topics/{topic}",
+            put(topics::put_topic)
+                .get(topics::get_topic)
+                .delete(topics::delete_topic),
+        )
+        .route(
+            "/v1/topics/{topic}/subscriptions",
+            post(topics::subscribe).get(topics::list_subscriptions),
+        )
+        .route("/v1/topics/{topic}/messages", post(topics::publish))
+        .route(
+            "/v1/topics/{topic}/messages/batch",
+            post(topics::publish_batch),
+        )
+        .route(
+            "/v1/subscriptions/{id}",
+            get(topics::get_subscription)
+                .patch(topics::patch_subscription)
+                .delete(topics::unsubscribe),
         )
         .route(
             "/v1/admin/tenants",

@@ -58,7 +58,8 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// A stable machine-readable code: `ValidationError`, `MalformedRequest`,
-    /// `Unauthenticated`, `Forbidden`, `QueueNotFound`, `TenantNotFound`, `TaskNotFound`, `NotFound`,
+    /// `Unauthenticated`, `Forbidden`, `QueueNotFound`, `TenantNotFound`, `TaskNotFound`,
+    /// `TopicNotFound`, `SubscriptionNotFound`, `NotFound`,
     /// `MethodNotAllowed`, `Conflict`, `PayloadTooLarge`, `UnsupportedMediaType`, `QueueFull`,
     /// `QuotaExceeded`, `RateLimited`, `ReceiptHandleInvalid`, `ReceiptHandleStale`, `Unavailable` or
     /// `Internal`.
@@ -79,6 +80,8 @@ impl ApiError {
                 S::QueueNotFound => (StatusCode::NOT_FOUND, "QueueNotFound", false),
                 S::TenantNotFound => (StatusCode::NOT_FOUND, "TenantNotFound", false),
                 S::TaskNotFound => (StatusCode::NOT_FOUND, "TaskNotFound", false),
+                S::TopicNotFound => (StatusCode::NOT_FOUND, "TopicNotFound", false),
+                S::SubscriptionNotFound => (StatusCode::NOT_FOUND, "SubscriptionNotFound", false),
                 S::Conflict(_) => (StatusCode::CONFLICT, "Conflict", false),
                 S::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", false),
                 S::QueueFull => (StatusCode::TOO_MANY_REQUESTS, "QueueFull", true),

@@ -33,6 +33,14 @@ impl BodyLimit for BatchLimit {
     }
 }
 
+/// Subscriptions: a filter policy may be up to 256 KiB, plus 64 KiB for the rest.
+pub struct PolicyLimit;
+impl BodyLimit for PolicyLimit {
+    fn limit(_: &AppState) -> usize {
+        256 * 1024 + SLACK
+    }
+}
+
 /// Everything else: configuration, receives, handles.
 pub struct SmallLimit;
 impl BodyLimit for SmallLimit {

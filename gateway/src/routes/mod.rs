@@ -6,6 +6,7 @@ pub mod messages;
 pub mod ops;
 pub mod queues;
 pub mod redrive;
+pub mod topics;
 
 use crate::dto::BatchFailureOutput;
 use crate::error::{current_request_id, ApiError};

@@ -1,6 +1,7 @@
 //! Background work: the periodic jobs a gateway runs beside its requests (retention expiry,
-//! recovery of interrupted moves between queues, redrive tasks, the queue-gauge sampler; later
-//! payload collection), and the supervisor that runs each of them.
+//! recovery of interrupted moves between queues and of interrupted topic fan-outs, redrive
+//! tasks, the queue-gauge sampler; later payload collection), and the supervisor that runs
+//! each of them.
 //!
 //! A job is one round of work repeated on a period. The supervisor runs every round as its own
 //! task, so a round that panics is caught like one that fails: both are logged with the job's
@@ -11,7 +12,8 @@
 //!
 //! Every job here is safe to run on several gateways over one store at once: retention expiry
 //! is idempotent (a message expires once, whoever removes it), transfer recovery completes each
-//! interrupted move exactly once (the engine's steps are idempotent), a redrive task is worked
+//! interrupted move exactly once (the engine's steps are idempotent), fan-out recovery makes
+//! each interrupted delivery exactly once (idempotent per publication and subscription), a redrive task is worked
 //! on by the one gateway holding its lease (see `redrive.rs`), and sampling only reads.
 
 use crate::{ServiceError, Services};
@@ -42,7 +44,7 @@ pub struct Background {
 }
 
 impl Background {
-    /// Starts the standard jobs over `services`: retention expiry and transfer recovery every
+    /// Starts the standard jobs over `services`: retention expiry, transfer and fan-out recovery every
     /// `expiry_period`, redrive tasks every [`ROUND_PERIOD`](crate::ROUND_PERIOD), and the
     /// queue-gauge sampler every `sample_period`.
     pub fn start(services: &Services, expiry_period: Duration, sample_period: Duration) -> Self {
@@ -70,6 +72,13 @@ impl Background {
                     Box::pin(async move { services.recover_transfers_once().await })
                 },
             )
+        };
+        let fanout = {
+            let services = services.clone();
+            supervise("fanout_recovery", expiry_period, clock.clone(), move || {
+                let services = services.clone();
+                Box::pin(async move { services.recover_publications_once().await })
+            })
         };
         let redrive = {
             let services = services.clone();
@@ -107,7 +116,7 @@ impl Background {
             )
         };
         Self {
-            jobs: vec![expiry, recovery, redrive, sampler],
+            jobs: vec![expiry, recovery, fanout, redrive, sampler],
         }
     }
 

@@ -18,6 +18,12 @@ pub enum ServiceError {
     /// The queue does not exist (or is another tenant's).
     #[error("queue not found")]
     QueueNotFound,
+    /// The topic does not exist (or is another tenant's).
+    #[error("topic not found")]
+    TopicNotFound,
+    /// No subscription of the tenant has that id.
+    #[error("subscription not found")]
+    SubscriptionNotFound,
     /// The tenant does not exist.
     #[error("tenant not found")]
     TenantNotFound,

@@ -15,6 +15,7 @@ mod metrics;
 mod queues;
 mod redrive;
 mod tenants;
+mod topics;
 mod validate;
 
 pub use background::{Background, MAX_PACED_PAUSE};
@@ -29,7 +30,13 @@ pub use queues::{
     RetryBackoffInput,
 };
 pub use redrive::{RedriveStatus, RedriveTask, RedriveTaskPage, ROUND_PERIOD};
+pub use sluice_filter::FilterScope;
 pub use tenants::TenantPage;
+pub use topics::{
+    account_id, PublishEntry, PublishRequest, PublishResult, SubscribeRequest, SubscriptionPage,
+    SubscriptionPatch, SubscriptionView, TopicConfig, TopicConfigInput, TopicPage, TopicView,
+    MAX_SUBSCRIPTIONS,
+};
 pub use validate::{validate_batch_ids, MAX_BATCH_ENTRIES};
 
 use sluice_engine::{Clock, Engine, LocalRateLimiter, RateLimiter};
@@ -68,6 +75,10 @@ pub struct Services {
     instance_id: Arc<String>,
     /// Long polls waiting now, for `max_waiting_polls`.
     waiting_polls: Arc<std::sync::atomic::AtomicUsize>,
+    /// Topics' filter policies, compiled once per topic record version.
+    policy_cache: topics::PolicyCache,
+    /// The region in topic ARNs (`TopicArn` of enveloped copies).
+    aws_region: Arc<String>,
 }
 
 impl Services {
@@ -83,7 +94,15 @@ impl Services {
             stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
             instance_id: Arc::new(uuid::Uuid::new_v4().to_string()),
             waiting_polls: Arc::default(),
+            policy_cache: topics::PolicyCache::default(),
+            aws_region: Arc::new("us-east-1".to_owned()),
         }
+    }
+
+    /// The same services naming `region` in the ARNs they write (default `us-east-1`).
+    pub fn with_aws_region(mut self, region: impl Into<String>) -> Self {
+        self.aws_region = Arc::new(region.into());
+        self
     }
 
     /// The same services with tenants' request rates limited by `limiter`: gateways sharing

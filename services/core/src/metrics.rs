@@ -54,6 +54,17 @@ impl MetricLabels {
 
 /// Counts messages removed by retention expiry. The engine answers one total per sweep, not a
 /// count per queue, so this series carries the `event` label alone.
+/// `sluice_topic_deliveries_total{tenant, topic, outcome}`: `delivered`, `filtered_out` or
+/// `failed`, counted where a publish learns the outcome.
+pub(crate) fn count_topic_delivery(topic: &sluice_engine::TopicKey, outcome: &'static str, n: u64) {
+    if n > 0 {
+        metrics::counter!("sluice_topic_deliveries_total",
+            "tenant" => topic.tenant.as_str().to_owned(),
+            "topic" => topic.name.as_str().to_owned(), "outcome" => outcome)
+        .increment(n);
+    }
+}
+
 pub(crate) fn count_expired(n: u64) {
     if n > 0 {
         metrics::counter!("sluice_messages_total", "event" => "expired").increment(n);

@@ -126,6 +126,25 @@ pub(crate) fn page_limit(limit: Option<u32>) -> Result<usize, ServiceError> {
     Ok(limit as usize)
 }
 
+/// Tags of a queue or a topic: at most 50, keys of 1–128 characters, values of at most 256.
+pub(crate) fn validate_tags(tags: &BTreeMap<String, String>) -> Result<(), ServiceError> {
+    if tags.len() > 50 {
+        return Err(ServiceError::invalid(
+            "tags",
+            format!("at most 50 tags, got {}", tags.len()),
+        ));
+    }
+    for (key, value) in tags {
+        if key.is_empty() || key.len() > 128 || value.len() > 256 {
+            return Err(ServiceError::invalid(
+                format!("tags.{key}"),
+                "keys must be 1-128 characters and values at most 256",
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn parse_redrive_policy(input: RedrivePolicyInput) -> Result<RedrivePolicy, ServiceError> {
     let dead_letter_queue = QueueName::parse(&input.dead_letter_queue)
         .map_err(|e| ServiceError::invalid("redrive_policy.dead_letter_queue", e.0))?;
@@ -373,20 +392,7 @@ impl Services {
             config.max_depth = v;
         }
         if let Some(tags) = patch.tags {
-            if tags.len() > 50 {
-                return Err(ServiceError::invalid(
-                    "tags",
-                    format!("at most 50 tags, got {}", tags.len()),
-                ));
-            }
-            for (key, value) in &tags {
-                if key.is_empty() || key.len() > 128 || value.len() > 256 {
-                    return Err(ServiceError::invalid(
-                        format!("tags.{key}"),
-                        "keys must be 1-128 characters and values at most 256",
-                    ));
-                }
-            }
+            validate_tags(&tags)?;
             config.tags = tags;
         }
         Ok(config)
@@ -506,7 +512,9 @@ impl Services {
             )));
         }
         if self.engine.delete_queue(&key).await? {
-            Ok(())
+            // After the queue is gone: a subscription left behind by a crash in between only
+            // counts failed deliveries, and the next deletion of the name removes it.
+            self.unsubscribe_queue(&key).await
         } else {
             Err(ServiceError::QueueNotFound)
         }

@@ -162,6 +162,7 @@ impl Services {
     /// [`ensure_tenant`](Self::ensure_tenant)).
     pub async fn delete_tenant(&self, id: &str) -> Result<(), ServiceError> {
         let id = parse_tenant("id", id)?;
+        self.delete_tenant_topics(&id).await?;
         if self.engine.delete_tenant(&id, self.clock.now()).await? {
             Ok(())
         } else {

@@ -108,8 +108,12 @@ pub const MAX_COMBINATIONS: u64 = 150;
 /// Deepest nesting of objects (nested keys and `$or` branches) accepted.
 pub const MAX_POLICY_DEPTH: usize = 32;
 
-/// What a policy is matched against (SNS's `FilterPolicyScope`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// What a policy is matched against (SNS's `FilterPolicyScope`). Stored and shown in Sluice's
+/// own API as `attributes` or `body`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum FilterScope {
     /// Message attributes (`MessageAttributes`, SNS's default).
     #[default]

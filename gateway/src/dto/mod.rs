@@ -11,6 +11,9 @@ use sluice_services::{
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 
+mod topics;
+pub use topics::*;
+
 /// Formats epoch milliseconds as RFC 3339 UTC with milliseconds and a `Z`.
 pub fn rfc3339(millis: Millis) -> String {
     chrono::DateTime::from_timestamp_millis(millis as i64)
@@ -444,7 +447,7 @@ pub struct Attribute {
     pub value: String,
 }
 
-fn to_domain(
+pub(crate) fn to_domain(
     attributes: Option<BTreeMap<String, Attribute>>,
 ) -> BTreeMap<String, MessageAttribute> {
     attributes
@@ -982,6 +985,14 @@ pub mod responses {
     /// `TaskNotFound`: the tenant has no redrive task with this id.
     #[derive(ToResponse)]
     pub struct TaskNotFound(pub ErrorBody);
+
+    /// `TopicNotFound`: the tenant has no topic of this name.
+    #[derive(ToResponse)]
+    pub struct TopicNotFound(pub ErrorBody);
+
+    /// `SubscriptionNotFound`: the tenant has no subscription with this id.
+    #[derive(ToResponse)]
+    pub struct SubscriptionNotFound(pub ErrorBody);
 
     /// `PayloadTooLarge`: the request body is larger than this operation reads.
     #[derive(ToResponse)]
