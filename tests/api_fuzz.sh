@@ -18,7 +18,7 @@ fi
 schemathesis=$venv/bin/schemathesis
 . tests/serve.sh
 start_sluice api-fuzz-secret-0123456789abcdef0123456789
-tenant=$(mint_token --tenant fuzz --scopes "queues:manage messages:send messages:consume")
+tenant=$(mint_token --tenant fuzz --scopes "queues:manage messages:send messages:consume topics:manage topics:publish")
 admin=$(mint_token --scopes admin)
 
 checks=not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance

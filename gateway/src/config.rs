@@ -103,6 +103,10 @@ pub struct CommonArgs {
     /// queues up, for deployments with many queues. Default true.
     #[arg(long, env = "SLUICE_METRICS_PER_QUEUE")]
     pub metrics_per_queue: Option<bool>,
+    /// The region named in ARNs (a topic's `TopicArn` in enveloped copies). Default
+    /// `us-east-1`.
+    #[arg(long, env = "SLUICE_AWS_REGION")]
+    pub aws_region: Option<String>,
 }
 
 /// `sluice token`.
@@ -193,6 +197,8 @@ pub struct Settings {
     pub connections: ConnectionLimits,
     /// Whether metric series carry a `queue` label.
     pub metrics_per_queue: bool,
+    /// The region in ARNs.
+    pub aws_region: String,
 }
 
 const GENERATED_KEY_FILE: &str = "jwt-secret";
@@ -279,6 +285,17 @@ impl Settings {
             }
             (None, None) => KeySource::Generated(generated_key(&data_dir)?),
         };
+        let aws_region = args
+            .aws_region
+            .clone()
+            .or(file.aws_region)
+            .unwrap_or_else(|| "us-east-1".to_owned());
+        let region_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+        if aws_region.is_empty() || aws_region.len() > 32 || !aws_region.chars().all(region_char) {
+            return Err(ConfigError(format!(
+                "aws_region: must be 1-32 of a-z, 0-9 and '-' (like us-east-1), got {aws_region:?}"
+            )));
+        }
         Ok(Settings {
             store,
             listen,
@@ -292,6 +309,7 @@ impl Settings {
                 .metrics_per_queue
                 .or(file.metrics_per_queue)
                 .unwrap_or(true),
+            aws_region,
         })
     }
 

@@ -68,6 +68,7 @@ impl Application {
             },
         )
         .with_metrics_per_queue(settings.metrics_per_queue)
+        .with_aws_region(settings.aws_region.clone())
         .with_rate_limiter(limiter);
         let listener =
             TcpListener::bind(settings.listen)

@@ -18,3 +18,4 @@ mod readme;
 mod redis;
 mod restart;
 mod tenants;
+mod topics;

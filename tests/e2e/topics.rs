@@ -1,0 +1,670 @@
+//! Topics over HTTP: topic and subscription administration, publishing with filter policies,
+//! raw and enveloped copies, FIFO topics, scopes, tenant isolation and bad input.
+
+use crate::harness::{assert_error, tenant_token, token, Server};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+async fn put(server: &Server, t: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    server.call(Method::PUT, path, t, body).await
+}
+
+async fn post(server: &Server, t: &str, path: &str, body: Value) -> (u16, Value) {
+    server.call(Method::POST, path, t, Some(body)).await
+}
+
+async fn receive_all(server: &Server, t: &str, queue: &str) -> Vec<Value> {
+    let (status, answer) = post(
+        server,
+        t,
+        &format!("/v1/queues/{queue}/messages/receive"),
+        json!({"max_messages": 10, "visibility_timeout_seconds": 60}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    answer["messages"].as_array().unwrap().clone()
+}
+
+async fn subscribe(server: &Server, t: &str, topic: &str, body: Value) -> (u16, Value) {
+    post(
+        server,
+        t,
+        &format!("/v1/topics/{topic}/subscriptions"),
+        body,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn topics_are_created_listed_replaced_and_deleted() {
+    let server = Server::start();
+    let t = tenant_token("acme");
+    let (status, topic) = put(
+        &server,
+        &t,
+        "/v1/topics/news",
+        Some(json!({"tags": {"team": "a"}})),
+    )
+    .await;
+    assert_eq!(status, 201, "{topic}");
+    assert_eq!(topic["name"], "news");
+    assert_eq!(topic["kind"], "standard");
+    assert_eq!(topic["config"]["tags"]["team"], "a");
+    assert!(topic["config"].get("content_based_deduplication").is_none());
+    assert_eq!(topic["subscription_count"], 0);
+    let (status, replaced) = put(&server, &t, "/v1/topics/news", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(replaced["created_at"], topic["created_at"]);
+    assert_eq!(
+        replaced["config"]["tags"],
+        json!({}),
+        "PUT resets omitted fields"
+    );
+
+    let (status, fifo) = put(
+        &server,
+        &t,
+        "/v1/topics/orders.fifo",
+        Some(json!({"content_based_deduplication": true})),
+    )
+    .await;
+    assert_eq!(status, 201, "{fifo}");
+    assert_eq!(fifo["kind"], "fifo");
+    assert_eq!(fifo["config"]["content_based_deduplication"], true);
+    for name in ["a1", "a2", "a3"] {
+        assert_eq!(
+            put(&server, &t, &format!("/v1/topics/{name}"), None)
+                .await
+                .0,
+            201
+        );
+    }
+    let (_, page) = server
+        .call(Method::GET, "/v1/topics?limit=2", &t, None)
+        .await;
+    let names: Vec<&str> = page["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["a1", "a2"]);
+    let next = page["next_token"].as_str().unwrap();
+    let (_, rest) = server
+        .call(
+            Method::GET,
+            &format!("/v1/topics?limit=10&next_token={next}"),
+            &t,
+            None,
+        )
+        .await;
+    let names: Vec<&str> = rest["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["a3", "news", "orders.fifo"]);
+    assert_eq!(rest["next_token"], Value::Null);
+
+    assert_eq!(
+        server
+            .call(Method::DELETE, "/v1/topics/a1", &t, None)
+            .await
+            .0,
+        204
+    );
+    assert_error(
+        &server.call(Method::GET, "/v1/topics/a1", &t, None).await,
+        404,
+        "TopicNotFound",
+    );
+    assert_error(
+        &server.call(Method::DELETE, "/v1/topics/a1", &t, None).await,
+        404,
+        "TopicNotFound",
+    );
+}
+
+#[tokio::test]
+async fn subscriptions_are_idempotent_checked_patched_and_removed() {
+    let server = Server::start();
+    let t = tenant_token("acme");
+    put(&server, &t, "/v1/topics/news", None).await;
+    put(&server, &t, "/v1/queues/inbox", None).await;
+    put(&server, &t, "/v1/queues/other.fifo", None).await;
+    let body =
+        json!({"queue": "inbox", "filter_policy": {"kind": ["order"]}, "raw_delivery": true});
+    let (status, sub) = subscribe(&server, &t, "news", body.clone()).await;
+    assert_eq!(status, 201, "{sub}");
+    assert_eq!(sub["topic"], "news");
+    assert_eq!(sub["queue"], "inbox");
+    assert_eq!(sub["filter_policy_scope"], "attributes");
+    assert_eq!(sub["raw_delivery"], true);
+    assert_eq!(
+        sub["stats"],
+        json!({"delivered": 0, "filtered_out": 0, "failed": 0})
+    );
+    let id = sub["id"].as_str().unwrap().to_owned();
+
+    let (status, again) = subscribe(&server, &t, "news", body).await;
+    assert_eq!(status, 200, "identical: the existing subscription");
+    assert_eq!(again["id"], id.as_str());
+    assert_error(
+        &subscribe(&server, &t, "news", json!({"queue": "inbox"})).await,
+        409,
+        "Conflict",
+    );
+    assert_error(
+        &subscribe(&server, &t, "news", json!({"queue": "nope"})).await,
+        404,
+        "QueueNotFound",
+    );
+    assert_error(
+        &subscribe(&server, &t, "gone", json!({"queue": "inbox"})).await,
+        404,
+        "TopicNotFound",
+    );
+    let kind = subscribe(&server, &t, "news", json!({"queue": "other.fifo"})).await;
+    assert_error(&kind, 400, "ValidationError");
+    assert!(
+        kind.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("queue:"),
+        "{}",
+        kind.1
+    );
+    let bad = subscribe(
+        &server,
+        &t,
+        "news",
+        json!({"queue": "inbox", "filter_policy": {"kind": "order"}}),
+    )
+    .await;
+    assert_error(&bad, 400, "ValidationError");
+    assert!(
+        bad.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("filter_policy:"),
+        "{}",
+        bad.1
+    );
+
+    let (status, patched) = server
+        .call(
+            Method::PATCH,
+            &format!("/v1/subscriptions/{id}"),
+            &t,
+            Some(json!({"filter_policy": null, "raw_delivery": false})),
+        )
+        .await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(patched["filter_policy"], Value::Null);
+    assert_eq!(patched["raw_delivery"], false);
+    let (_, listed) = server
+        .call(Method::GET, "/v1/topics/news/subscriptions", &t, None)
+        .await;
+    assert_eq!(listed["subscriptions"][0]["id"], id.as_str());
+    let (_, topic) = server.call(Method::GET, "/v1/topics/news", &t, None).await;
+    assert_eq!(topic["subscription_count"], 1);
+
+    assert_eq!(
+        server
+            .call(Method::DELETE, &format!("/v1/subscriptions/{id}"), &t, None)
+            .await
+            .0,
+        204
+    );
+    assert_error(
+        &server
+            .call(Method::GET, &format!("/v1/subscriptions/{id}"), &t, None)
+            .await,
+        404,
+        "SubscriptionNotFound",
+    );
+    assert_error(
+        &server
+            .call(Method::GET, "/v1/subscriptions/not-an-id", &t, None)
+            .await,
+        404,
+        "SubscriptionNotFound",
+    );
+}
+
+#[tokio::test]
+async fn publishing_fans_out_through_filter_policies() {
+    let server = Server::start();
+    let t = tenant_token("acme");
+    put(&server, &t, "/v1/topics/orders", None).await;
+    for q in ["all-raw", "all-env", "big-orders", "gifts"] {
+        put(&server, &t, &format!("/v1/queues/{q}"), None).await;
+    }
+    subscribe(
+        &server,
+        &t,
+        "orders",
+        json!({"queue": "all-raw", "raw_delivery": true}),
+    )
+    .await;
+    subscribe(&server, &t, "orders", json!({"queue": "all-env"})).await;
+    let (_, big) = subscribe(
+        &server,
+        &t,
+        "orders",
+        json!({"queue": "big-orders", "filter_policy": {"amount": [{"numeric": [">=", 100]}]}}),
+    )
+    .await;
+    subscribe(
+        &server,
+        &t,
+        "orders",
+        json!({"queue": "gifts", "filter_policy_scope": "body",
+        "filter_policy": {"order": {"kind": [{"prefix": "gift"}]}}}),
+    )
+    .await;
+
+    let attrs = json!({"amount": {"type": "Number", "value": "250"}});
+    let (status, published) = post(&server, &t, "/v1/topics/orders/messages",
+        json!({"body": "{\"order\": {\"kind\": \"gift-card\"}}", "attributes": attrs, "subject": "New order"})).await;
+    assert_eq!(status, 201, "{published}");
+    assert_eq!(published["duplicate"], false);
+    assert_eq!(published["sequence_number"], Value::Null);
+    let (status, small) = post(
+        &server,
+        &t,
+        "/v1/topics/orders/messages",
+        json!({"body": "plain", "attributes": {"amount": {"type": "Number", "value": "5"}}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{small}");
+
+    let raw = receive_all(&server, &t, "all-raw").await;
+    assert_eq!(raw.len(), 2);
+    let first = raw
+        .iter()
+        .find(|m| m["body"] == "{\"order\": {\"kind\": \"gift-card\"}}")
+        .unwrap();
+    assert_eq!(
+        first["attributes"], attrs,
+        "raw copies keep their attributes"
+    );
+    assert_ne!(
+        first["message_id"], published["message_id"],
+        "each copy has its own id"
+    );
+
+    let enveloped = receive_all(&server, &t, "all-env").await;
+    assert_eq!(enveloped.len(), 2);
+    let envelope: Value = enveloped
+        .iter()
+        .map(|m| serde_json::from_str::<Value>(m["body"].as_str().unwrap()).unwrap())
+        .find(|e| e["MessageId"] == published["message_id"])
+        .unwrap();
+    assert_eq!(envelope["Type"], "Notification");
+    assert_eq!(envelope["Subject"], "New order");
+    assert_eq!(
+        envelope["Message"],
+        "{\"order\": {\"kind\": \"gift-card\"}}"
+    );
+    assert_eq!(
+        envelope["MessageAttributes"]["amount"],
+        json!({"Type": "Number", "Value": "250"})
+    );
+    assert!(envelope["TopicArn"]
+        .as_str()
+        .unwrap()
+        .starts_with("arn:aws:sns:us-east-1:"));
+    assert!(envelope["TopicArn"].as_str().unwrap().ends_with(":orders"));
+    assert!(envelope["Timestamp"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(
+        enveloped[0]["attributes"],
+        json!({}),
+        "enveloped copies carry no queue attributes"
+    );
+
+    assert_eq!(
+        receive_all(&server, &t, "big-orders").await.len(),
+        1,
+        "only amount >= 100"
+    );
+    assert_eq!(
+        receive_all(&server, &t, "gifts").await.len(),
+        1,
+        "body scope: only the gift"
+    );
+    let (_, stats) = server
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{}", big["id"].as_str().unwrap()),
+            &t,
+            None,
+        )
+        .await;
+    assert_eq!(
+        stats["stats"],
+        json!({"delivered": 1, "filtered_out": 1, "failed": 0})
+    );
+
+    // A batch: each entry on its own; a bad one fails alone.
+    let (status, batch) = post(
+        &server,
+        &t,
+        "/v1/topics/orders/messages/batch",
+        json!({"entries": [
+            {"id": "a", "body": "one"},
+            {"id": "b", "body": "two", "subject": ""},
+        ]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{batch}");
+    assert_eq!(batch["successful"][0]["id"], "a");
+    assert_eq!(batch["failed"][0]["id"], "b");
+    assert_eq!(batch["failed"][0]["code"], "ValidationError");
+    assert_eq!(receive_all(&server, &t, "all-raw").await.len(), 1);
+
+    let metrics = server.metrics_text().await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("sluice_topic_deliveries_total{")
+                && l.contains("outcome=\"filtered_out\"")
+                && l.contains("topic=\"orders\"")),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn fifo_topics_number_deduplicate_and_keep_order() {
+    let server = Server::start();
+    let t = tenant_token("acme");
+    put(&server, &t, "/v1/topics/orders.fifo", None).await;
+    put(&server, &t, "/v1/queues/ship.fifo", None).await;
+    assert_eq!(
+        subscribe(
+            &server,
+            &t,
+            "orders.fifo",
+            json!({"queue": "ship.fifo", "raw_delivery": true})
+        )
+        .await
+        .0,
+        201
+    );
+    assert_error(
+        &post(
+            &server,
+            &t,
+            "/v1/topics/orders.fifo/messages",
+            json!({"body": "x", "deduplication_id": "d"}),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    let missing = post(
+        &server,
+        &t,
+        "/v1/topics/orders.fifo/messages",
+        json!({"body": "x", "group_id": "g"}),
+    )
+    .await;
+    assert_error(&missing, 400, "ValidationError");
+    assert!(missing.1["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("deduplication_id"));
+
+    let mut numbers = Vec::new();
+    for i in 0..5 {
+        let (status, answer) = post(
+            &server,
+            &t,
+            "/v1/topics/orders.fifo/messages",
+            json!({"body": format!("m{i}"), "group_id": "g", "deduplication_id": format!("d{i}")}),
+        )
+        .await;
+        assert_eq!(status, 201, "{answer}");
+        numbers.push(
+            answer["sequence_number"]
+                .as_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap(),
+        );
+    }
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
+    let (status, dup) = post(
+        &server,
+        &t,
+        "/v1/topics/orders.fifo/messages",
+        json!({"body": "again", "group_id": "g", "deduplication_id": "d1"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{dup}");
+    assert_eq!(dup["duplicate"], true);
+    assert_eq!(dup["sequence_number"], numbers[1].to_string());
+
+    let copies = receive_all(&server, &t, "ship.fifo").await;
+    let bodies: Vec<&str> = copies.iter().map(|m| m["body"].as_str().unwrap()).collect();
+    assert_eq!(bodies, vec!["m0", "m1", "m2", "m3", "m4"]);
+    assert_eq!(copies[0]["group_id"], "g");
+    assert_eq!(copies[0]["deduplication_id"], "d0");
+}
+
+#[tokio::test]
+async fn scopes_and_tenants_are_enforced() {
+    let server = Server::start();
+    let t = tenant_token("acme");
+    put(&server, &t, "/v1/topics/news", None).await;
+    put(&server, &t, "/v1/queues/inbox", None).await;
+    let (_, sub) = subscribe(&server, &t, "news", json!({"queue": "inbox"})).await;
+    let id = sub["id"].as_str().unwrap();
+
+    let publisher = token(Some("acme"), "topics:publish");
+    assert_eq!(
+        server
+            .call(Method::GET, "/v1/topics/news", &publisher, None)
+            .await
+            .0,
+        200
+    );
+    assert_error(
+        &put(&server, &publisher, "/v1/topics/x", None).await,
+        403,
+        "Forbidden",
+    );
+    assert_error(
+        &subscribe(&server, &publisher, "news", json!({"queue": "inbox"})).await,
+        403,
+        "Forbidden",
+    );
+    assert_eq!(
+        post(
+            &server,
+            &publisher,
+            "/v1/topics/news/messages",
+            json!({"body": "hi"})
+        )
+        .await
+        .0,
+        201
+    );
+    let sender = token(Some("acme"), "messages:send queues:manage");
+    assert_error(
+        &post(
+            &server,
+            &sender,
+            "/v1/topics/news/messages",
+            json!({"body": "hi"}),
+        )
+        .await,
+        403,
+        "Forbidden",
+    );
+    assert_error(
+        &server.call(Method::GET, "/v1/topics", &sender, None).await,
+        403,
+        "Forbidden",
+    );
+
+    // Another tenant sees none of it, and cannot subscribe its topic to acme's queue.
+    let other = tenant_token("globex");
+    assert_error(
+        &server
+            .call(Method::GET, "/v1/topics/news", &other, None)
+            .await,
+        404,
+        "TopicNotFound",
+    );
+    assert_error(
+        &post(
+            &server,
+            &other,
+            "/v1/topics/news/messages",
+            json!({"body": "x"}),
+        )
+        .await,
+        404,
+        "TopicNotFound",
+    );
+    assert_error(
+        &server
+            .call(
+                Method::GET,
+                &format!("/v1/subscriptions/{id}"),
+                &other,
+                None,
+            )
+            .await,
+        404,
+        "SubscriptionNotFound",
+    );
+    assert_error(
+        &server
+            .call(
+                Method::DELETE,
+                &format!("/v1/subscriptions/{id}"),
+                &other,
+                None,
+            )
+            .await,
+        404,
+        "SubscriptionNotFound",
+    );
+    put(&server, &other, "/v1/topics/news", None).await;
+    assert_error(
+        &subscribe(&server, &other, "news", json!({"queue": "inbox"})).await,
+        404,
+        "QueueNotFound",
+    );
+    let (_, listed) = server.call(Method::GET, "/v1/topics", &other, None).await;
+    assert_eq!(listed["topics"].as_array().unwrap().len(), 1);
+    assert_eq!(listed["topics"][0]["subscription_count"], 0);
+}
+
+#[tokio::test]
+async fn deleting_a_queue_or_the_tenant_removes_subscriptions_and_topics() {
+    let server = Server::start();
+    let t = tenant_token("acme");
+    put(&server, &t, "/v1/topics/news", None).await;
+    put(&server, &t, "/v1/queues/inbox", None).await;
+    put(&server, &t, "/v1/queues/keep", None).await;
+    let (_, gone) = subscribe(&server, &t, "news", json!({"queue": "inbox"})).await;
+    subscribe(&server, &t, "news", json!({"queue": "keep"})).await;
+    assert_eq!(
+        server
+            .call(Method::DELETE, "/v1/queues/inbox", &t, None)
+            .await
+            .0,
+        204
+    );
+    assert_error(
+        &server
+            .call(
+                Method::GET,
+                &format!("/v1/subscriptions/{}", gone["id"].as_str().unwrap()),
+                &t,
+                None,
+            )
+            .await,
+        404,
+        "SubscriptionNotFound",
+    );
+    let (_, topic) = server.call(Method::GET, "/v1/topics/news", &t, None).await;
+    assert_eq!(topic["subscription_count"], 1);
+
+    let admin = token(None, "admin");
+    assert_eq!(
+        server
+            .call(Method::DELETE, "/v1/admin/tenants/acme", &admin, None)
+            .await
+            .0,
+        204
+    );
+    let fresh = tenant_token("acme");
+    let (_, listed) = server.call(Method::GET, "/v1/topics", &fresh, None).await;
+    assert_eq!(
+        listed["topics"],
+        json!([]),
+        "the tenant's topics went with it"
+    );
+}
+
+#[tokio::test]
+async fn bad_topic_input_names_the_field_and_changes_nothing() {
+    let server = Server::start();
+    let t = tenant_token("acme");
+    put(&server, &t, "/v1/topics/news", None).await;
+    let cases = [
+        (Method::PUT, "/v1/topics/bad name", json!({}), "topic"),
+        (
+            Method::PUT,
+            "/v1/topics/plain",
+            json!({"content_based_deduplication": true}),
+            "content_based_deduplication",
+        ),
+        (
+            Method::POST,
+            "/v1/topics/news/messages",
+            json!({"body": "x", "deduplication_id": "d"}),
+            "deduplication_id",
+        ),
+        (
+            Method::POST,
+            "/v1/topics/news/messages",
+            json!({"body": "x", "subject": "a\nb"}),
+            "subject",
+        ),
+        (
+            Method::POST,
+            "/v1/topics/news/messages",
+            json!({"body": ""}),
+            "body",
+        ),
+        (
+            Method::POST,
+            "/v1/topics/news/subscriptions",
+            json!({"queue": "q", "filter_policy_scope": "everything"}),
+            "filter_policy_scope",
+        ),
+    ];
+    for (method, path, body, field) in cases {
+        let answer = server
+            .call(method.clone(), path, &t, Some(body.clone()))
+            .await;
+        assert_eq!(answer.0, 400, "{method} {path} {body}: {}", answer.1);
+        let message = answer.1["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(field),
+            "{path} {body}: {message} should name {field}"
+        );
+    }
+    let (_, listed) = server.call(Method::GET, "/v1/topics", &t, None).await;
+    assert_eq!(
+        listed["topics"].as_array().unwrap().len(),
+        1,
+        "nothing was created"
+    );
+}
