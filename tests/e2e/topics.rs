@@ -832,3 +832,46 @@ async fn acknowledged_publishes_survive_kills() {
     let args = ["--jwt-secret", crate::harness::SECRET];
     publishes_survive_kills(dir.path(), &args, None).await;
 }
+
+#[tokio::test]
+async fn max_topics_is_enforced() {
+    let server = Server::start();
+    let admin = token(None, "admin");
+    let (status, _) = server
+        .call(
+            Method::POST,
+            "/v1/admin/tenants",
+            &admin,
+            Some(json!({"id": "small", "quotas": {"max_topics": 2}})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let t = tenant_token("small");
+    assert_eq!(put(&server, &t, "/v1/topics/one", None).await.0, 201);
+    assert_eq!(put(&server, &t, "/v1/topics/two", None).await.0, 201);
+    let response = server
+        .request(Method::PUT, "/v1/topics/three", &t)
+        .send()
+        .await
+        .unwrap();
+    let retry_after = response.headers().get("retry-after").cloned();
+    let answer = crate::harness::decode(response).await;
+    assert_error(&answer, 429, "QuotaExceeded");
+    assert!(retry_after.is_some(), "a 429 carries Retry-After");
+    // Replacing an existing topic is not a creation; another tenant is not limited.
+    assert_eq!(put(&server, &t, "/v1/topics/two", None).await.0, 200);
+    assert_eq!(
+        put(&server, &tenant_token("big"), "/v1/topics/three", None)
+            .await
+            .0,
+        201
+    );
+    assert_eq!(
+        server
+            .call(Method::DELETE, "/v1/topics/one", &t, None)
+            .await
+            .0,
+        204
+    );
+    assert_eq!(put(&server, &t, "/v1/topics/three", None).await.0, 201);
+}
