@@ -54,6 +54,7 @@ impl RedisEngine {
         .buffer_unordered(FAN_OUT)
         .try_for_each(|_| async { Ok(()) })
         .await?;
+        self.forget_tenant_topics(id).await?;
         let mut keys = self.registry_keys(id);
         keys.push(self.keys.tenant_deleting());
         let mut end = Call::new(&scripts::TENANT_DELETE, keys);
