@@ -25,6 +25,12 @@
 //!   index, intent in the source's slot, apply in the destination's, ack), each atomic in one
 //!   slot and repeatable; [`Transfers::recover_transfers`] completes interrupted ones. A
 //!   receive on a queue without a redrive policy, or one that moves nothing, stays one call.
+//! * **Topic publishing** (`ops/fanout.rs`): the "copy" form of a move. The publication is
+//!   committed to an outbox in the topic's own slot (with its deduplication record and FIFO
+//!   sequence number), then each copy is applied idempotently in its queue's slot and the
+//!   entry acknowledged; [`Publishing::recover_publications`] completes interrupted fan-outs.
+//!   A FIFO publisher first delivers every entry still pending before its own, so queues get
+//!   a topic's copies in sequence order.
 //! * **Caches** (`cache.rs`): queue configurations and known tenants for
 //!   [`RedisOptions::cache_ttl`] (1 s by default), so a send, a receive and a delete batch
 //!   are each one Redis call.
@@ -32,7 +38,9 @@
 //! # What a successful answer means
 //!
 //! `send`, `delete`, `purge`, `expire`, queue and tenant changes answer once Redis has applied
-//! them; how durable that is depends on how Redis is run:
+//! them; `publish` once the publication is in the topic's outbox (its deliveries then complete
+//! exactly once, by the publisher or by recovery). How durable that is depends on how Redis is
+//! run:
 //!
 //! | Redis settings | an acknowledged write survives |
 //! |---|---|

@@ -1,5 +1,6 @@
 //! Deleting a tenant (`tenant_delete_begin.lua`, then every queue by `delete_queue.lua` and
 //! every topic it published to by `topic_delete.lua`, then `tenant_delete.lua`).
+
 use super::calls::FAN_OUT;
 use crate::codec::Reply;
 use crate::conn::Call;
