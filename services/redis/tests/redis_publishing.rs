@@ -466,6 +466,13 @@ async fn finished_publishes_leave_nothing_for_recovery() {
         "the spurious due entry is dropped"
     );
     assert_eq!(all(&engine, "a", START).await.len(), 1);
+    // The copy's apply id is remembered for an hour (scored as if applied 23 h earlier, so
+    // the queue's one 24-hour trim forgets it in its time).
+    let applied = format!("{{{prefix}:acme:a}}:applied");
+    assert_eq!(
+        server.query(&["ZSCORE", &applied, "p/s"]).unwrap(),
+        (START - 23 * 3_600_000).to_string()
+    );
 }
 
 /// A dead-lettered copy whose dead-letter queue is missing too is counted as failed, and a
@@ -539,4 +546,52 @@ async fn deleting_a_tenant_forgets_its_topics() {
         0,
         "nothing left to deliver"
     );
+}
+
+/// A store failure after the commit answers `Ok`, with `Pending` for the deliveries it could
+/// not confirm; recovery makes them, and the deliveries made already are not repeated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_after_the_commit_answers_pending() {
+    let server = shared_server();
+    let prefix = unique_prefix("pub-fail");
+    let clock = ManualClock::new(START);
+    let engine = engine(&server.url(), &prefix).await;
+    queue(&engine, "a", None, clock.now()).await;
+    queue(&engine, "b", None, clock.now()).await;
+    // An unreadable configuration makes every apply into "b" fail.
+    let meta = format!("{{{prefix}:acme:b}}:meta");
+    server
+        .query(&["HSET", &meta, "config", "not json"])
+        .unwrap();
+    let t = topic("t");
+    let answer = engine
+        .publish(
+            &t,
+            vec![publication(
+                "p",
+                vec![to("s-a", "a", "ca"), to("s-b", "b", "cb")],
+            )],
+            clock.now(),
+        )
+        .await
+        .expect("recorded, so no error");
+    assert_eq!(
+        answer[0].outcomes,
+        vec![
+            ("s-a".to_owned(), DeliveryOutcome::Delivered),
+            ("s-b".to_owned(), DeliveryOutcome::Pending)
+        ]
+    );
+    assert_eq!(
+        stats(&engine, &t, "s-a").await,
+        delivered(0),
+        "not acknowledged yet"
+    );
+    queue(&engine, "b", None, clock.now()).await;
+    clock.advance(RECOVERY_GRACE_MS);
+    assert_eq!(engine.recover_publications(clock.now()).await.unwrap(), 2);
+    assert_eq!(ids(&all(&engine, "a", clock.now()).await), vec!["ca"]);
+    assert_eq!(ids(&all(&engine, "b", clock.now()).await), vec!["cb"]);
+    assert_eq!(stats(&engine, &t, "s-a").await, delivered(1));
+    assert_eq!(stats(&engine, &t, "s-b").await, delivered(1));
 }

@@ -30,7 +30,7 @@
 //! applies recovery repeats (no-ops where made, the same refusal where refused) before the ack.
 
 use super::fanout_ack::Ack;
-use super::fanout_apply::{Applied, ApplyMode, CopyIn};
+use super::fanout_apply::{Applied, ApplyMode, CopyIn, FANOUT_APPLIED_WINDOW_MS};
 use super::publish::PENDING_LIMIT;
 use super::transfers::RECOVERY_GRACE_MS;
 use crate::codec::{from_json, to_json, StoredBody};
@@ -375,7 +375,17 @@ impl RedisEngine {
                 continue;
             }
             match Entry::parse(id.clone(), &value) {
-                Ok(entry) if entry.published_at + RECOVERY_GRACE_MS <= now => ripe.push(entry),
+                Ok(entry) if entry.published_at + RECOVERY_GRACE_MS <= now => {
+                    if entry.published_at + FANOUT_APPLIED_WINDOW_MS <= now {
+                        // Queues may have forgotten its applies: a copy made before may repeat.
+                        tracing::warn!(
+                            topic = topic_id,
+                            entry = entry.id,
+                            "completing a fan-out older than the applied-id window"
+                        );
+                    }
+                    ripe.push(entry)
+                }
                 Ok(entry) => {
                     young = Some(entry.published_at + RECOVERY_GRACE_MS);
                     break;

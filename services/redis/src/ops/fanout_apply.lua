@@ -12,9 +12,12 @@
 -- ARGV[1] now
 -- ARGV[2] wake channel
 -- ARGV[3] wake payload
--- ARGV[4] how long applied ids are remembered, in ms
+-- ARGV[4] how long applied ids are remembered, in ms (every id of the queue: moves' too)
 -- ARGV[5] 'copy' or 'dead'
--- ARGV[6], ...: per copy: apply id, message (JSON), size (as max_message_bytes counts it),
+-- ARGV[6] how long this call's ids are remembered, in ms (at most ARGV[4]: fan-outs are
+--         many more than moves, so their ids are kept for less; they are scored as if
+--         applied ARGV[4] - ARGV[6] earlier, so the one trim forgets each in its time)
+-- ARGV[7], ...: per copy: apply id, message (JSON), size (as max_message_bytes counts it),
 --         sent_at, group ('' = none; FIFO)
 -- Reply: {0} if the queue does not exist, else {1, per copy: 1 inserted now, 2 applied
 --         before, 3 refused as too large, 4 refused as the queue is full}
@@ -25,10 +28,10 @@ local mode = ARGV[5]
 if mode ~= 'copy' and mode ~= 'dead' then
   return redis.error_reply('ERR fanout_apply: unknown mode')
 end
-if (#ARGV - 5) % 5 ~= 0 then
+if (#ARGV - 6) % 5 ~= 0 or not tonumber(ARGV[6]) or tonumber(ARGV[6]) > tonumber(ARGV[4]) then
   return redis.error_reply('ERR fanout_apply: malformed arguments')
 end
-for i = 6, #ARGV, 5 do
+for i = 7, #ARGV, 5 do
   if not tonumber(ARGV[i + 2]) or not tonumber(ARGV[i + 3]) then
     return redis.error_reply('ERR fanout_apply: malformed arguments')
   end
@@ -40,9 +43,10 @@ local max_bytes = tonumber(config.max_message_bytes)
 local max_depth = tonumber(redis.call('HGET', META, 'max_depth'))
 local depth = redis.call('ZCARD', SENT)
 redis.call('ZREMRANGEBYSCORE', APPLIED, '-inf', int(now - tonumber(ARGV[4])))
+local applied_at = int(now - (tonumber(ARGV[4]) - tonumber(ARGV[6])))
 local reply = { 1 }
 local added = 0
-for i = 6, #ARGV, 5 do
+for i = 7, #ARGV, 5 do
   local id = ARGV[i]
   local sent_at = tonumber(ARGV[i + 3])
   local answer
@@ -53,10 +57,10 @@ for i = 6, #ARGV, 5 do
   elseif mode == 'copy' and redis.call('ZSCORE', APPLIED, '!F' .. id) then
     answer = 4
   elseif mode == 'copy' and max_bytes and tonumber(ARGV[i + 2]) > max_bytes then
-    redis.call('ZADD', APPLIED, ARGV[1], '!L' .. id)
+    redis.call('ZADD', APPLIED, applied_at, '!L' .. id)
     answer = 3
   elseif mode == 'copy' and max_depth and depth >= max_depth then
-    redis.call('ZADD', APPLIED, ARGV[1], '!F' .. id)
+    redis.call('ZADD', APPLIED, applied_at, '!F' .. id)
     answer = 4
   else
     local visible_at = sent_at
@@ -76,7 +80,7 @@ for i = 6, #ARGV, 5 do
         place(g, visible_at, m, now)
       end
     end
-    redis.call('ZADD', APPLIED, ARGV[1], id)
+    redis.call('ZADD', APPLIED, applied_at, id)
     depth = depth + 1
     added = added + 1
     answer = 1

@@ -8,6 +8,11 @@ use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use sluice_engine::{DeliveryFailure, EngineError, Millis, QueueKey};
 
+/// How long a queue remembers the apply ids of fan-out copies (and refusals): far longer
+/// than recovery takes to repeat an apply (seconds, or as long as the store is away), but
+/// shorter than moves' [`APPLIED_WINDOW_MS`], since every copy leaves one.
+pub(crate) const FANOUT_APPLIED_WINDOW_MS: Millis = 60 * 60 * 1000;
+
 /// How a queue takes copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ApplyMode {
@@ -59,7 +64,8 @@ impl RedisEngine {
             .arg(match mode {
                 ApplyMode::Copy => "copy",
                 ApplyMode::Dead => "dead",
-            });
+            })
+            .arg(FANOUT_APPLIED_WINDOW_MS);
         for c in copies {
             call.arg(&c.apply_id)
                 .arg(&c.msg)
