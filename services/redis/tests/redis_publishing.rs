@@ -595,3 +595,39 @@ async fn a_failure_after_the_commit_answers_pending() {
     assert_eq!(stats(&engine, &t, "s-a").await, delivered(1));
     assert_eq!(stats(&engine, &t, "s-b").await, delivered(1));
 }
+
+/// On a busy standard topic, whose due entry keeps moving, the next publishers deliver what a
+/// dead publisher left once it is past the grace (and not before: it may still be live).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishers_finish_a_dead_publishers_fan_out_on_a_busy_topic() {
+    let clock = ManualClock::new(START);
+    let engine = engine(&shared_cluster().url(), &unique_prefix("pub-busy")).await;
+    queue(&engine, "a", None, clock.now()).await;
+    let t = topic("busy");
+    let one = |id: &str| vec![publication(id, vec![to("s", "a", &format!("c-{id}"))])];
+    engine
+        .publish_interrupted(&t, one("p1"), clock.now(), PublishCrash::AfterCommit)
+        .await
+        .unwrap();
+    clock.advance(1);
+    engine.publish(&t, one("p2"), clock.now()).await.unwrap();
+    let mut got: Vec<String> = all(&engine, "a", clock.now())
+        .await
+        .into_iter()
+        .map(|m| m.message_id)
+        .collect();
+    assert_eq!(got, vec!["c-p2"], "within its grace p1 is left alone");
+    clock.advance(RECOVERY_GRACE_MS);
+    engine.publish(&t, one("p3"), clock.now()).await.unwrap();
+    got = all(&engine, "a", clock.now())
+        .await
+        .into_iter()
+        .map(|m| m.message_id)
+        .collect();
+    got.sort();
+    assert_eq!(got, vec!["c-p1", "c-p2", "c-p3"]);
+    assert_eq!(stats(&engine, &t, "s").await, delivered(3));
+    clock.advance(10 * RECOVERY_GRACE_MS);
+    assert_eq!(engine.recover_publications(clock.now()).await.unwrap(), 0);
+    assert_eq!(stats(&engine, &t, "s").await, delivered(3));
+}

@@ -19,7 +19,7 @@
 -- ARGV[2] 1 for a FIFO topic, else 0
 -- ARGV[3] deduplication window in ms
 -- ARGV[4] recovery grace in ms
--- ARGV[5] most pending entries to answer
+-- ARGV[5] most pending entries to answer (FIFO), or to look at (standard)
 -- ARGV[6], ...: per publication: message id, deduplication id ('' = none), number of
 --         deliveries, publication JSON, n = number of filtered-out subscriptions, then n ids
 -- Reply: {per publication: 1 (new) or 2 (duplicate), seq (0: none), message id (the

@@ -12,6 +12,11 @@ use sluice_engine::{EngineError, Millis, Publication, TopicKey, DEDUPLICATION_WI
 /// own deliveries wait for recovery (which delivers in order).
 pub(crate) const PENDING_LIMIT: usize = 256;
 
+/// How many of the oldest pending entries a standard topic's commit looks at for ones past
+/// the grace (it answers only those): enough that a busy topic drains what dead publishers
+/// left, a few at a time, without reading its whole outbox on every publish.
+const STANDARD_SCAN: usize = 16;
+
 /// What the commit recorded for one publication.
 pub(crate) struct Recorded {
     pub duplicate: bool,
@@ -50,7 +55,7 @@ impl RedisEngine {
             .arg(u8::from(fifo))
             .arg(DEDUPLICATION_WINDOW_MS)
             .arg(RECOVERY_GRACE_MS)
-            .arg(PENDING_LIMIT);
+            .arg(if fifo { PENDING_LIMIT } else { STANDARD_SCAN });
         for p in publications {
             call.arg(&p.message_id)
                 .arg(p.deduplication_id.as_deref().unwrap_or_default())
