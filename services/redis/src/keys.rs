@@ -138,6 +138,12 @@ impl Keys {
         format!("{{{}:{}:{}}}:fence", self.prefix, key.tenant, key.name)
     }
 
+    /// The queue's `applied` zset: ids of moves and fan-out copies applied into it (also one
+    /// of its queue keys).
+    pub(crate) fn applied_ids(&self, key: &QueueKey) -> String {
+        format!("{{{}:{}:{}}}:applied", self.prefix, key.tenant, key.name)
+    }
+
     /// The queue's `out` hash: intents of moves leaving it (also one of its queue keys).
     pub(crate) fn transfer_intents(&self, key: &QueueKey) -> String {
         format!("{{{}:{}:{}}}:out", self.prefix, key.tenant, key.name)
@@ -322,6 +328,10 @@ mod tests {
         assert!(q
             .0
             .contains(&keys.transfer_intents(&key("acme", "orders.fifo"))));
+        assert_eq!(
+            q.0.last(),
+            Some(&keys.applied_ids(&key("acme", "orders.fifo")))
+        );
         assert_eq!(
             keys.tenant_queues(&TenantId::parse("acme").unwrap()),
             "{sluice}:tenant:acme:queues"

@@ -631,3 +631,34 @@ async fn publishers_finish_a_dead_publishers_fan_out_on_a_busy_topic() {
     assert_eq!(engine.recover_publications(clock.now()).await.unwrap(), 0);
     assert_eq!(stats(&engine, &t, "s").await, delivered(3));
 }
+
+/// A copy dead-lettered because its queue was missing stays the only copy when the queue is
+/// created before recovery completes the fan-out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_dead_lettered_for_a_missing_queue_is_not_delivered_again() {
+    let clock = ManualClock::new(START);
+    let engine = engine(&shared_cluster().url(), &unique_prefix("pub-late")).await;
+    queue(&engine, "dlq", None, clock.now()).await;
+    let t = topic("t");
+    let mut d = to("s", "late", "c");
+    d.dead_letter_queue = Some(QueueName::parse("dlq").unwrap());
+    engine
+        .publish_interrupted(
+            &t,
+            vec![publication("p", vec![d])],
+            clock.now(),
+            PublishCrash::AfterApplies,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(&all(&engine, "dlq", clock.now()).await), vec!["c"]);
+    queue(&engine, "late", None, clock.now()).await;
+    clock.advance(RECOVERY_GRACE_MS);
+    assert_eq!(engine.recover_publications(clock.now()).await.unwrap(), 1);
+    assert!(
+        all(&engine, "late", clock.now()).await.is_empty(),
+        "one copy only"
+    );
+    assert_eq!(ids(&all(&engine, "dlq", clock.now()).await), vec!["c"]);
+    assert_eq!(stats(&engine, &t, "s").await.failed, 1);
+}

@@ -151,10 +151,16 @@ impl RedisEngine {
         if crash == Some(PublishCrash::AfterCommit) {
             return outcomes;
         }
+        let settled = self.dead_lettered_before(topic, entries, now).await;
         let mut by_queue: BTreeMap<&QueueName, Vec<(Slot, Option<DeliveryFailure>)>> =
             BTreeMap::new();
         for (e, entry) in entries.iter().enumerate() {
             for (d, delivery) in entry.publication.deliveries.iter().enumerate() {
+                if settled.contains(&(e, d)) {
+                    // Which refusal sent it there is not known now; nobody is answered it.
+                    outcomes[e][d] = DeliveryOutcome::DeadLettered(DeliveryFailure::QueueMissing);
+                    continue;
+                }
                 by_queue
                     .entry(&delivery.queue)
                     .or_default()
@@ -228,6 +234,59 @@ impl RedisEngine {
             }
         }
         outcomes
+    }
+
+    /// The deliveries of entries past the grace (whose publisher likely died part way) that
+    /// are already in their dead-letter queue: one `ZMSCORE` per dead-letter queue. Without
+    /// this look a copy whose queue was missing when it was dead-lettered would reach the
+    /// queue too if it was created before recovery came (the queue's own refusal markers
+    /// cover a full queue and a too large copy, not a missing queue). A failed look only
+    /// leaves that narrow case open.
+    async fn dead_lettered_before(
+        &self,
+        topic: &TopicKey,
+        entries: &[Entry],
+        now: Millis,
+    ) -> std::collections::BTreeSet<Slot> {
+        let mut by_dlq: BTreeMap<&QueueName, Vec<(Slot, String)>> = BTreeMap::new();
+        for (e, entry) in entries.iter().enumerate() {
+            if entry.published_at + RECOVERY_GRACE_MS > now {
+                continue;
+            }
+            let p = &entry.publication;
+            for (d, delivery) in p.deliveries.iter().enumerate() {
+                if let Some(dlq) = &delivery.dead_letter_queue {
+                    by_dlq.entry(dlq).or_default().push((
+                        (e, d),
+                        format!("{}/{}", p.message_id, delivery.subscription_id),
+                    ));
+                }
+            }
+        }
+        let looks = join_all(by_dlq.into_iter().map(|(dlq, slots)| async move {
+            let key = QueueKey::new(topic.tenant.clone(), dlq.clone());
+            let mut look = redis::cmd("ZMSCORE");
+            look.arg(self.keys.applied_ids(&key));
+            for (_, id) in &slots {
+                look.arg(id);
+            }
+            (slots, self.redis.query::<Vec<Option<f64>>>(&look).await)
+        }))
+        .await;
+        let mut settled = std::collections::BTreeSet::new();
+        for (slots, scores) in looks {
+            match scores {
+                Ok(scores) => settled.extend(
+                    slots
+                        .into_iter()
+                        .zip(scores)
+                        .filter(|(_, score)| score.is_some())
+                        .map(|(slot, _)| slot.0),
+                ),
+                Err(e) => tracing::warn!(%topic, "looking for earlier dead letters failed: {e}"),
+            }
+        }
+        settled
     }
 
     /// Acknowledges the entries whose every delivery has its outcome; answers how many
