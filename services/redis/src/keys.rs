@@ -20,7 +20,7 @@
 //! | `{P:<tenant>:<queue>}:attempt` | hash | FIFO: receive request attempt id → the answer it got (see `receive.lua`) |
 //! | `{P:<tenant>:<queue>}:attempt-at` | zset | FIFO: the same ids scored by when they were answered (clean-up) |
 //! | `{P:<tenant>:<queue>}:out` | hash | moves leaving the queue: transfer id → intent (JSON: the message's full record, destination, dead-letter change, when), from the intent until the ack (see `ops/transfers.rs`) |
-//! | `{P:<tenant>:<queue>}:applied` | zset | transfer ids applied into this queue, scored by when (idempotency of the apply step; trimmed after 24 h) |
+//! | `{P:<tenant>:<queue>}:applied` | zset | transfer ids applied into this queue, scored by when (idempotency of the apply step; trimmed after 24 h); also fan-out copies' apply ids `<publication message id>/<subscription id>` and refusals `!F<id>` (full) / `!L<id>` (too large), scored 23 h before their apply so the same trim forgets them after 1 h (see `ops/fanout_apply.lua`) |
 //! | `{P:<tenant>:<queue>}:fence` | string | the highest tenant generation a tenant deletion voided for this name: `put_queue` refuses registrations of that generation or older (kept for good) |
 //! | `{P}:tenants` | hash | tenant id → tenant record (JSON) |
 //! | `{P}:tenant-deleted` | hash | tenant id → when it was last deleted (ms; its tombstone, kept for good): tokens issued until then are refused |
