@@ -440,6 +440,8 @@ mod failure_tests;
 #[cfg(test)]
 mod fifo_tests;
 #[cfg(test)]
+mod publish_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod transfer_tests;
