@@ -1,8 +1,9 @@
 //! Publishing through the engine, where the embedded engine has something of its own to get
 //! right: a publish survives a restart whole (copies, FIFO sequence number, deduplication
 //! records, counters), deleting a topic or its tenant is durable too, an older file gains the
-//! topic tables, and publishes racing moves over the same queues never deadlock. Failed commits
-//! are `failure_tests.rs`'s; the shared rules are the conformance suite's.
+//! topic tables, concurrent publishes of one deduplication id make one publication, and
+//! publishes racing moves over the same queues never deadlock. Failed commits are
+//! `failure_tests.rs`'s; the shared rules are the conformance suite's.
 
 use super::*;
 use sluice_engine::{Delivery, DeliveryOutcome, Publication, RedrivePolicy, SubscriptionStats};
@@ -160,8 +161,8 @@ async fn deleting_a_topic_or_its_tenant_is_durable() {
     );
 
     // Deleting the tenant forgets every topic of it, in memory and on disk; another tenant's
-    // topic of the same name keeps its state.
-    let other = TopicKey::new(TenantId::parse("u").unwrap(), kept.name.clone());
+    // topic of the same name keeps its state (`t0` is the key range's bound: "t/" to "t0").
+    let other = TopicKey::new(TenantId::parse("t0").unwrap(), kept.name.clone());
     engine
         .publish(&other, vec![publication("p", Some("d"), Vec::new())], 1)
         .await
@@ -281,5 +282,45 @@ async fn publishes_and_moves_over_the_same_queues_never_deadlock() {
         (before, all.len()),
         (4 * rounds, 4 * rounds),
         "each copy once"
+    );
+}
+
+/// Concurrent publishes of one deduplication id (each answered only once the one it
+/// duplicates is durable): one publication, one copy, every answer naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_publishes_of_one_id_make_one_publication() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Arc::new(open(dir.path()));
+    queue(&engine, "q.fifo").await;
+    let mut tasks = JoinSet::new();
+    for i in 0..32 {
+        let engine = Arc::clone(&engine);
+        tasks.spawn(async move {
+            let p = publication(
+                &format!("p{i}"),
+                Some("d"),
+                vec![to("s", "q.fifo", &format!("c{i}"))],
+            );
+            engine
+                .publish(&topic("t.fifo"), vec![p], 0)
+                .await
+                .unwrap()
+                .remove(0)
+        });
+    }
+    let mut answers = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        answers.push(done.unwrap());
+    }
+    let originals: Vec<_> = answers.iter().filter(|a| !a.duplicate).collect();
+    assert_eq!(originals.len(), 1);
+    let original = (originals[0].message_id.clone(), originals[0].seq);
+    for a in &answers {
+        assert_eq!((a.message_id.clone(), a.seq), original);
+    }
+    assert_eq!(ids(&engine, "q.fifo").await.len(), 1);
+    assert_eq!(
+        engine.subscription_stats(&topic("t.fifo")).await.unwrap()["s"],
+        delivered(1)
     );
 }

@@ -550,8 +550,8 @@ pub(crate) fn read_catalog(db: &Database) -> Result<Catalog, EngineError> {
     Ok(catalog)
 }
 
-/// Reads every topic's state (small: counters, and deduplication records of the last window
-/// or so) at start-up, by `"tenant/name"`.
+/// Reads every topic's state (small: counters, and the deduplication records a publish to the
+/// topic has not pruned yet) at start-up, by `"tenant/name"`.
 pub(crate) fn read_topics(db: &Database) -> Result<BTreeMap<String, StoredTopic>, EngineError> {
     let txn = db.begin_read().map_err(storage)?;
     let mut topics: BTreeMap<String, StoredTopic> = BTreeMap::new();
