@@ -324,3 +324,34 @@ async fn concurrent_publishes_of_one_id_make_one_publication() {
         delivered(1)
     );
 }
+
+#[tokio::test]
+async fn the_sweep_forgets_an_idle_topics_deduplication_records() {
+    use sluice_engine::DEDUPLICATION_WINDOW_MS;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let t = topic("t.fifo");
+    let p = publication("p1", Some("d"), Vec::new());
+    engine.publish(&t, vec![p], 0).await.unwrap();
+    engine.expire(DEDUPLICATION_WINDOW_MS - 1).await.unwrap();
+    drop(engine);
+    let file = dir.path().join(DATABASE_FILE);
+    assert_eq!(
+        store::tests::topic_dedup_rows(&file),
+        1,
+        "still in its window"
+    );
+
+    let engine = open(dir.path());
+    engine.expire(DEDUPLICATION_WINDOW_MS).await.unwrap();
+    drop(engine);
+    assert_eq!(store::tests::topic_dedup_rows(&file), 0);
+    let engine = open(dir.path());
+    let again = publication("p2", Some("d"), Vec::new());
+    let answer = engine
+        .publish(&t, vec![again], DEDUPLICATION_WINDOW_MS)
+        .await
+        .unwrap();
+    assert!(!answer[0].duplicate);
+    assert!(answer[0].seq.unwrap() > 1, "the sequence number stays");
+}

@@ -1556,6 +1556,13 @@ impl<'txn> TopicTables<'txn> {
 pub(crate) mod tests {
     use super::*;
 
+    /// How many topic deduplication records the (closed) file at `path` holds.
+    pub(crate) fn topic_dedup_rows(path: &Path) -> u64 {
+        let db = Database::create(path).unwrap();
+        let txn = db.begin_read().unwrap();
+        txn.open_table(TOPIC_DEDUP).unwrap().iter().unwrap().count() as u64
+    }
+
     /// Writes a format-1 file holding queue `t/old` (uid 42, visibility timeout 45 s) with one
     /// message; answers the uid and the message's seq.
     pub(crate) fn write_format_1(path: &Path) -> (u64, u64) {

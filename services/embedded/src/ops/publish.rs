@@ -17,6 +17,7 @@
 //! out in the same order, and the commit thread keeps the order of submissions.
 
 use crate::index::{Accepted, QueueState};
+use crate::ops::topics::forget_dedup;
 use crate::queue_entry::QueueEntry;
 use crate::store::{
     encode, BodyRecord, EncodedMessage, MetaRecord, Pending, TopicDedupRecord, WriteOp,
@@ -244,7 +245,7 @@ impl EmbeddedEngine {
         if !changes {
             if !forget.is_empty() {
                 self.store
-                    .submit_detached(vec![forget_only(topic_key, forget)]);
+                    .submit_detached(vec![forget_dedup(topic_key, forget)]);
             }
             // A duplicate of a publication still committing answers once that is durable: a
             // submission made now commits with it or after it.
@@ -491,18 +492,6 @@ fn admit(
         index,
     };
     (DeliveryOutcome::DeadLettered(failure), Some(admitted))
-}
-
-/// The [`WriteOp::Publish`] of a call that changes nothing but drops expired deduplication
-/// records.
-fn forget_only(topic: String, forget: Vec<String>) -> WriteOp {
-    WriteOp::Publish {
-        topic,
-        next_seq: None,
-        dedup: Vec::new(),
-        forget,
-        counts: Vec::new(),
-    }
 }
 
 /// The destination queues of a call, locked.

@@ -1,5 +1,6 @@
 //! The small topic operations beside `publish`: reading a topic's subscription counters, and
-//! forgetting a topic's state (`delete_topic`, and every topic of a deleted tenant).
+//! forgetting a topic's state (`delete_topic`, every topic of a deleted tenant, deduplication
+//! records past their window).
 
 use crate::catalog::topics;
 use crate::store::WriteOp;
@@ -51,6 +52,18 @@ impl EmbeddedEngine {
         };
         pending.wait().await?;
         Ok(true)
+    }
+}
+
+/// The write that deletes a topic's (`"tenant/name"`) deduplication records `ids`, whose window
+/// is over: a [`WriteOp::Publish`] that changes nothing else.
+pub(crate) fn forget_dedup(topic: String, ids: Vec<String>) -> WriteOp {
+    WriteOp::Publish {
+        topic,
+        next_seq: None,
+        dedup: Vec::new(),
+        forget: ids,
+        counts: Vec::new(),
     }
 }
 
