@@ -16,7 +16,7 @@
 //!   and [`Engine::ping`](sluice_engine::Upkeep::ping) reports the engine unavailable until then.
 //!
 //! What a successful answer means: `send`, `delete`, `purge`, `expire`, moves between queues,
-//! queue and tenant changes are on disk (fsynced) before they answer. A message is never
+//! publishes, queue, tenant and topic changes are on disk (fsynced) before they answer. A message is never
 //! delivered before its send is durable. Receive bookkeeping (visibility, receive counts,
 //! delivery numbers) lives in memory only: after a restart every stored message is visible
 //! again at its sent `visible_at` with a receive count of 0, and handles issued before the
