@@ -603,8 +603,20 @@ async fn deleting_a_queue_or_the_tenant_removes_subscriptions_and_topics() {
             .0,
         204
     );
-    let fresh = tenant_token("acme");
-    let (_, listed) = server.call(Method::GET, "/v1/topics", &fresh, None).await;
+    // Tokens of the deletion's second are refused: re-create the tenant and mint one.
+    let created = post(&server, &admin, "/v1/admin/tenants", json!({"id": "acme"})).await;
+    assert_eq!(created.0, 201, "{}", created.1);
+    let (status, minted) = post(
+        &server,
+        &admin,
+        "/v1/admin/tenants/acme/tokens",
+        json!({"scopes": ["topics:manage"]}),
+    )
+    .await;
+    assert_eq!(status, 201, "{minted}");
+    let fresh = minted["token"].as_str().unwrap();
+    let (status, listed) = server.call(Method::GET, "/v1/topics", fresh, None).await;
+    assert_eq!(status, 200, "{listed}");
     assert_eq!(
         listed["topics"],
         json!([]),
