@@ -268,6 +268,28 @@ async fn a_redrive_task_survives_gateway_kills_on_redis() {
     crate::restart::redrive_task_survives_kills(dir.path(), &args).await;
 }
 
+/// The fan-out crash test on Redis with every write fsynced: the gateway SIGKILLed four times
+/// mid-publish and Redis once; recovery completes the interrupted fan-outs, and every
+/// acknowledged publish has exactly one copy in each matching queue.
+#[tokio::test]
+async fn acknowledged_publishes_survive_gateway_and_redis_kills() {
+    let redis =
+        RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (url, prefix) = (redis.url(), unique_prefix("fanout-crash"));
+    let args = [
+        "--jwt-secret",
+        SECRET,
+        "--store",
+        url.as_str(),
+        "--redis-key-prefix",
+        prefix.as_str(),
+        "--redis-timeout-ms",
+        "2000",
+    ];
+    crate::topics::publishes_survive_kills(dir.path(), &args, Some(&redis)).await;
+}
+
 #[test]
 fn refuses_a_redis_that_evicts_keys() {
     let redis = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]).unwrap();

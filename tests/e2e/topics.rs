@@ -668,3 +668,210 @@ async fn bad_topic_input_names_the_field_and_changes_nothing() {
         "nothing was created"
     );
 }
+
+/// The fan-out crash test: publishers publish to a topic with five subscriptions (two of them
+/// filtered) while the server is SIGKILLed four times (and, on Redis, Redis itself once);
+/// afterwards every acknowledged publish has exactly one copy in each matching queue, and no
+/// publish (acknowledged or not) has two copies anywhere.
+pub(crate) async fn publishes_survive_kills(
+    dir: &std::path::Path,
+    args: &[&str],
+    redis: Option<&sluice_testkit::RedisServer>,
+) {
+    use std::collections::{BTreeMap, HashMap};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    const TARGET: usize = 5000;
+    let t = tenant_token("acme");
+    let mut server = Server::start_in(dir, args);
+    put(&server, &t, "/v1/topics/events", None).await;
+    // (queue, filter on the `kind` attribute, raw delivery)
+    let subscriptions = [
+        ("all-1", None, true),
+        ("all-2", None, false),
+        ("kind-a", Some("a"), true),
+        ("kind-b", Some("b"), true),
+        ("all-3", None, true),
+    ];
+    for (queue, kind, raw) in subscriptions {
+        put(&server, &t, &format!("/v1/queues/{queue}"), None).await;
+        let mut body = json!({"queue": queue, "raw_delivery": raw});
+        if let Some(kind) = kind {
+            body["filter_policy"] = json!({"kind": [kind]});
+        }
+        assert_eq!(subscribe(&server, &t, "events", body).await.0, 201);
+    }
+
+    // Publishers that follow the server across restarts; a publish that fails is not retried
+    // (its body is never used again), so an unacknowledged one may be delivered or not.
+    let base = Arc::new(Mutex::new(server.base.clone()));
+    let acknowledged: Arc<Mutex<Vec<String>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let publishers: Vec<_> = (0..4)
+        .map(|p| {
+            let (base, acknowledged, stop, token) =
+                (base.clone(), acknowledged.clone(), stop.clone(), t.clone());
+            tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let body = format!("p{p}-{n}");
+                    let kind = if n % 2 == 0 { "a" } else { "b" };
+                    let url = format!("{}/v1/topics/events/messages", base.lock().unwrap());
+                    let answer = client
+                        .post(url)
+                        .header("authorization", format!("Bearer {token}"))
+                        .json(&json!({"body": body, "attributes": {"kind": {"type": "String", "value": kind}}}))
+                        .timeout(Duration::from_secs(5))
+                        .send()
+                        .await;
+                    match answer {
+                        Ok(a) if a.status() == 201 => acknowledged.lock().unwrap().push(body),
+                        _ => tokio::time::sleep(Duration::from_millis(20)).await,
+                    }
+                }
+            })
+        })
+        .collect();
+    let acked = || acknowledged.lock().unwrap().len();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for (kill, mark) in [800, 1800, 2800, 3800].into_iter().enumerate() {
+        while acked() < mark {
+            assert!(Instant::now() < deadline, "publishing stopped below {mark}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        server.kill();
+        if let (1, Some(redis)) = (kill, redis) {
+            redis.kill();
+            redis.restart().unwrap();
+        }
+        server = Server::start_in(dir, args);
+        *base.lock().unwrap() = server.base.clone();
+    }
+    while acked() < TARGET {
+        assert!(
+            Instant::now() < deadline,
+            "publishing stopped below {TARGET}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for publisher in publishers {
+        publisher.await.unwrap();
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+
+    // Which queues each acknowledged publish must reach.
+    let expected = |queue: &str, body: &str| -> bool {
+        let n: usize = body.rsplit('-').next().unwrap().parse().unwrap();
+        let kind = if n % 2 == 0 { "a" } else { "b" };
+        match queue {
+            "kind-a" => kind == "a",
+            "kind-b" => kind == "b",
+            _ => true,
+        }
+    };
+    // Wait until each queue holds at least its acknowledged copies (recovery of interrupted
+    // fan-outs included), then long enough for a late duplicate to show (recovery grace).
+    let depth = |queue: &'static str| {
+        let request = server.request(Method::GET, &format!("/v1/queues/{queue}"), &t);
+        async move {
+            let (status, answer) = crate::harness::decode(request.send().await.unwrap()).await;
+            (status == 200).then(|| answer["stats"]["visible"].as_u64().unwrap_or(0) as usize)
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (queue, _, _) in subscriptions {
+        let want = acknowledged.iter().filter(|b| expected(queue, b)).count();
+        while depth(queue).await.unwrap_or(0) < want {
+            assert!(
+                Instant::now() < deadline,
+                "{queue} never got its {want} copies"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(7)).await;
+
+    let mut report = BTreeMap::new();
+    for (queue, _, raw) in subscriptions {
+        let mut copies: HashMap<String, usize> = HashMap::new();
+        for body in crate::harness::drain(&server, queue, &t).await {
+            let published = if raw {
+                body
+            } else {
+                let envelope: Value = serde_json::from_str(&body).unwrap();
+                envelope["Message"].as_str().unwrap().to_owned()
+            };
+            *copies.entry(published).or_default() += 1;
+        }
+        let lost = acknowledged
+            .iter()
+            .filter(|b| expected(queue, b) && !copies.contains_key(*b))
+            .count();
+        let duplicated = copies.values().filter(|n| **n > 1).count();
+        report.insert(queue, (lost, duplicated));
+    }
+    eprintln!(
+        "fan-out crash test: {} acknowledged publishes; (lost, duplicated) per queue: {report:?}",
+        acknowledged.len()
+    );
+    assert!(
+        report.values().all(|r| *r == (0, 0)),
+        "copies lost or duplicated: {report:?}"
+    );
+}
+
+/// The fan-out crash test on the embedded engine (a publish and its copies are one commit).
+#[tokio::test]
+async fn acknowledged_publishes_survive_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--jwt-secret", crate::harness::SECRET];
+    publishes_survive_kills(dir.path(), &args, None).await;
+}
+
+#[tokio::test]
+async fn max_topics_is_enforced() {
+    let server = Server::start();
+    let admin = token(None, "admin");
+    let (status, _) = server
+        .call(
+            Method::POST,
+            "/v1/admin/tenants",
+            &admin,
+            Some(json!({"id": "small", "quotas": {"max_topics": 2}})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let t = tenant_token("small");
+    assert_eq!(put(&server, &t, "/v1/topics/one", None).await.0, 201);
+    assert_eq!(put(&server, &t, "/v1/topics/two", None).await.0, 201);
+    let response = server
+        .request(Method::PUT, "/v1/topics/three", &t)
+        .send()
+        .await
+        .unwrap();
+    let retry_after = response.headers().get("retry-after").cloned();
+    let answer = crate::harness::decode(response).await;
+    assert_error(&answer, 429, "QuotaExceeded");
+    assert!(retry_after.is_some(), "a 429 carries Retry-After");
+    // Replacing an existing topic is not a creation; another tenant is not limited.
+    assert_eq!(put(&server, &t, "/v1/topics/two", None).await.0, 200);
+    assert_eq!(
+        put(&server, &tenant_token("big"), "/v1/topics/three", None)
+            .await
+            .0,
+        201
+    );
+    assert_eq!(
+        server
+            .call(Method::DELETE, "/v1/topics/one", &t, None)
+            .await
+            .0,
+        204
+    );
+    assert_eq!(put(&server, &t, "/v1/topics/three", None).await.0, 201);
+}

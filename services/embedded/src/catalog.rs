@@ -1,13 +1,14 @@
-//! The engine's in-memory catalog (queues per tenant, tenant records, tenant tombstones) and the
-//! helpers several operations share to look things up in it and change it: queue lookup,
-//! closing queues for deletion, writing a tenant record.
+//! The engine's in-memory catalog (queues per tenant, tenant records, tenant tombstones, topics
+//! with state) and the helpers several operations share to look things up in it and change it:
+//! queue and topic lookup, closing queues for deletion, writing a tenant record.
 
 use crate::queue_entry::QueueEntry;
 use crate::store::{encode, WriteOp};
+use crate::topic_entry::{TopicEntry, TopicMap};
 use crate::EmbeddedEngine;
-use sluice_engine::{EngineError, Millis, QueueKey, QueueName, TenantId, TenantRecord};
+use sluice_engine::{EngineError, Millis, QueueKey, QueueName, TenantId, TenantRecord, TopicKey};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 pub(crate) type QueueMap = BTreeMap<TenantId, BTreeMap<QueueName, Arc<QueueEntry>>>;
 pub(crate) type TenantMap = BTreeMap<TenantId, TenantRecord>;
@@ -38,6 +39,12 @@ pub(crate) fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Locks the topic map (poisoning ignored, as for [`read`]). Taken before a topic's own lock
+/// when both are held (deletions), never after it.
+pub(crate) fn topics(lock: &Mutex<TopicMap>) -> MutexGuard<'_, TopicMap> {
+    lock.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl EmbeddedEngine {
     /// The queue's entry in the catalog, or [`EngineError::QueueNotFound`]; it may be deleted
     /// by the time its lock is taken, which [`QueueEntry::live`] checks.
@@ -47,6 +54,27 @@ impl EmbeddedEngine {
             .and_then(|names| names.get(&key.name))
             .cloned()
             .ok_or(EngineError::QueueNotFound)
+    }
+
+    /// The topic's entry, created (empty) if it has none. It may be deleted by the time its
+    /// lock is taken: the caller checks [`deleted`](crate::topic_entry::TopicState::deleted)
+    /// and looks again.
+    pub(crate) fn topic(&self, key: &TopicKey) -> Arc<TopicEntry> {
+        let mut map = topics(&self.topics);
+        let entry = map
+            .entry(key.tenant.clone())
+            .or_default()
+            .entry(key.name.clone())
+            .or_default();
+        Arc::clone(entry)
+    }
+
+    /// The topic's entry if it has one (reads never create one).
+    pub(crate) fn existing_topic(&self, key: &TopicKey) -> Option<Arc<TopicEntry>> {
+        topics(&self.topics)
+            .get(&key.tenant)
+            .and_then(|names| names.get(&key.name))
+            .cloned()
     }
 
     /// Closes the given queues (no more writes are submitted for them) and answers the

@@ -280,3 +280,70 @@ async fn a_move_whose_commit_failed_leaves_the_message_in_its_source() {
     assert_eq!(in_dlq.len(), 1);
     assert_eq!(in_dlq[0].body, "m");
 }
+
+#[tokio::test]
+async fn a_publish_whose_commit_failed_publishes_nothing() {
+    use crate::publish_tests::{publication, to};
+    use sluice_engine::{DeliveryOutcome, TopicKey};
+    let disk = FlakyDisk::new();
+    let engine = disk.engine();
+    let fifo = QueueKey::new(
+        TenantId::parse("t").unwrap(),
+        QueueName::parse("q.fifo").unwrap(),
+    );
+    engine
+        .put_queue(&fifo, QueueConfig::with_defaults(262_144), 0)
+        .await
+        .unwrap();
+    let topic = TopicKey::new(
+        TenantId::parse("t").unwrap(),
+        QueueName::parse("t.fifo").unwrap(),
+    );
+    let copy = |id: &str, dedup: &str| publication(id, Some(dedup), vec![to("s", "q.fifo", id)]);
+    let first = engine
+        .publish(&topic, vec![copy("p1", "d1")], 0)
+        .await
+        .unwrap();
+    let s1 = first[0].seq.unwrap();
+
+    disk.set_full(true);
+    let failed = engine.publish(&topic, vec![copy("p2", "d2")], 0).await;
+    assert!(
+        matches!(failed, Err(EngineError::Unavailable(_))),
+        "{failed:?}"
+    );
+    let stats = engine.subscription_stats(&topic).await.unwrap();
+    assert_eq!(stats["s"].delivered, 1, "counted only once durable");
+    disk.set_full(false);
+    until_ready(&engine).await;
+
+    // Neither the copy nor the deduplication record was kept: the retry publishes anew, with a
+    // later sequence number (the failed one's is never reused).
+    let retried = engine
+        .publish(&topic, vec![copy("p2", "d2")], 0)
+        .await
+        .unwrap();
+    assert!(!retried[0].duplicate);
+    assert_eq!(retried[0].outcomes[0].1, DeliveryOutcome::Delivered);
+    assert!(retried[0].seq.unwrap() > s1 + 1);
+    let ids = |messages: Vec<StoredMessage>| -> Vec<String> {
+        messages.into_iter().map(|m| m.message_id).collect()
+    };
+    let peek = engine
+        .peek(&fifo, MessageState::Visible, 10, 0)
+        .await
+        .unwrap();
+    assert_eq!(ids(peek), ["p1", "p2"]);
+
+    drop(engine);
+    let engine = disk.engine();
+    let peek = engine
+        .peek(&fifo, MessageState::Visible, 10, 0)
+        .await
+        .unwrap();
+    assert_eq!(ids(peek), ["p1", "p2"], "once each, also on disk");
+    assert_eq!(
+        engine.subscription_stats(&topic).await.unwrap()["s"].delivered,
+        2
+    );
+}

@@ -265,7 +265,9 @@ impl QueueState {
         }
     }
 
-    fn reserve_one(&mut self) -> Option<u64> {
+    /// Admits one new message against `max_depth` and gives it its seq (pending until its
+    /// commit completes); `None` if the queue is full.
+    pub(crate) fn reserve_one(&mut self) -> Option<u64> {
         let depth = self.messages.len() as u64 + self.pending;
         if depth >= self.config.max_depth.unwrap_or(u64::MAX) {
             return None;

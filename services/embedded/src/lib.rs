@@ -16,7 +16,7 @@
 //!   and [`Engine::ping`](sluice_engine::Upkeep::ping) reports the engine unavailable until then.
 //!
 //! What a successful answer means: `send`, `delete`, `purge`, `expire`, moves between queues,
-//! queue and tenant changes are on disk (fsynced) before they answer. A message is never
+//! publishes, queue, tenant and topic changes are on disk (fsynced) before they answer. A message is never
 //! delivered before its send is durable. Receive bookkeeping (visibility, receive counts,
 //! delivery numbers) lives in memory only: after a restart every stored message is visible
 //! again at its sent `visible_at` with a receive count of 0, and handles issued before the
@@ -45,10 +45,20 @@
 //! (in memory, like all receive bookkeeping): receive counts, and so the count towards
 //! `max_receive_count`, start from 0 again after a restart.
 //!
+//! **Topics** (`ops/publish.rs`): a publish call is one submission to the commit thread, so
+//! one redb transaction: the copies for every delivery (each a new message of its queue, or of
+//! its dead-letter queue when the queue is missing, full or too small) and the topic's state
+//! (FIFO sequence number, deduplication records, subscription counters, in the `topic_*`
+//! tables). A crash leaves the whole publication or none of it, so there is nothing to recover.
+//! It is submitted under the topic's lock and every destination queue's (in the fixed order
+//! moves use), which keeps a FIFO topic's copies in sequence-number order in every queue; as
+//! for sends, copies become receivable and counters change only once the commit is durable.
+//! Each topic's state is also kept in memory (`topic_entry.rs`), rebuilt at start-up.
+//!
 //! **Layout.** `lib.rs` holds [`EmbeddedEngine`] and its opening and implements the engine
 //! traits by delegating to one module per operation under `ops/`. Shared by those: `catalog.rs`
-//! (the in-memory maps of queues, tenants and tombstones), `queue_entry.rs` (one queue in
-//! memory), `delivery.rs` (reading messages back, checking handles), `open.rs` (rebuilding
+//! (the in-memory maps of queues, tenants, tombstones and topics), `queue_entry.rs` (one queue
+//! in memory), `topic_entry.rs` (one topic's state in memory), `delivery.rs` (reading messages back, checking handles), `open.rs` (rebuilding
 //! memory from disk) and `ops/transfer.rs` (moving messages between two queues, for
 //! `ops/receive.rs`, `ops/dead_letter.rs` and `ops/redrive.rs`). Below them: `index.rs` ->
 //! `fifo.rs` -> `message.rs`, and `store.rs`.
@@ -63,18 +73,22 @@ mod ops;
 mod queue_entry;
 mod secret;
 mod store;
+mod topic_entry;
 
 use async_trait::async_trait;
 use catalog::{QueueMap, TenantMap, TombstoneMap};
 use sluice_engine::{
     DeadLetterRefusal, EngineError, HandleError, HandleKey, MessageState, Messages, Millis,
-    NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas,
-    ReceiveOutcome, Record, Records, RedriveOutcome, SendRejection, SentMessage, SeqScan,
-    StoredMessage, TenantId, TenantRecord, Tenants, Transfers, Upkeep,
+    NewMessage, Publication, Published, Publishing, QueueConfig, QueueInfo, QueueKey,
+    QueueListener, QueueName, Queues, Quotas, ReceiveOutcome, Record, Records, RedriveOutcome,
+    SendRejection, SentMessage, SeqScan, StoredMessage, SubscriptionStats, TenantId, TenantRecord,
+    Tenants, TopicKey, Transfers, Upkeep,
 };
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use store::Store;
+use topic_entry::TopicMap;
 
 /// The file the engine keeps in its directory.
 pub const DATABASE_FILE: &str = "sluice.redb";
@@ -105,6 +119,10 @@ pub struct EmbeddedEngine {
     tenants: Arc<RwLock<TenantMap>>,
     /// Tombstones of deleted tenants (small), read on every authenticated request.
     tombstones: Arc<RwLock<TombstoneMap>>,
+    /// Topics with state (sequence numbers, deduplication records, counters). Looked up per
+    /// publish and released before the topic's own lock is taken; deletions hold it across
+    /// their submission (see `ops/topics.rs`).
+    topics: Mutex<TopicMap>,
     /// Serialises catalog changes (queues, tenants) across their commit, so two creations of
     /// one name cannot both win. These are rare; message operations never take it.
     admin: tokio::sync::Mutex<()>,
@@ -388,54 +406,42 @@ impl Upkeep for EmbeddedEngine {
     }
 }
 
+#[async_trait]
+impl Publishing for EmbeddedEngine {
+    async fn publish(
+        &self,
+        topic: &TopicKey,
+        publications: Vec<Publication>,
+        now: Millis,
+    ) -> Result<Vec<Published>, EngineError> {
+        self.publish(topic, publications, now).await
+    }
+
+    async fn subscription_stats(
+        &self,
+        topic: &TopicKey,
+    ) -> Result<BTreeMap<String, SubscriptionStats>, EngineError> {
+        self.subscription_stats(topic).await
+    }
+
+    async fn delete_topic(&self, topic: &TopicKey) -> Result<bool, EngineError> {
+        self.delete_topic(topic).await
+    }
+
+    /// Nothing to recover, ever: a publish is one redb transaction (every copy and the topic's
+    /// state in the same commit), so a crash leaves the whole publication or none of it.
+    async fn recover_publications(&self, _now: Millis) -> Result<u64, EngineError> {
+        Ok(0)
+    }
+}
+
 #[cfg(test)]
 mod failure_tests;
 #[cfg(test)]
 mod fifo_tests;
 #[cfg(test)]
+mod publish_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod transfer_tests;
-
-// PLACEHOLDER (topics branch only): replaced by the real implementation before merging.
-#[async_trait]
-impl sluice_engine::Publishing for EmbeddedEngine {
-    async fn publish(
-        &self,
-        _topic: &sluice_engine::TopicKey,
-        _publications: Vec<sluice_engine::Publication>,
-        _now: sluice_engine::Millis,
-    ) -> Result<Vec<sluice_engine::Published>, sluice_engine::EngineError> {
-        Err(sluice_engine::EngineError::Internal(
-            "publishing is not built yet".into(),
-        ))
-    }
-
-    async fn subscription_stats(
-        &self,
-        _topic: &sluice_engine::TopicKey,
-    ) -> Result<
-        std::collections::BTreeMap<String, sluice_engine::SubscriptionStats>,
-        sluice_engine::EngineError,
-    > {
-        Err(sluice_engine::EngineError::Internal(
-            "publishing is not built yet".into(),
-        ))
-    }
-
-    async fn delete_topic(
-        &self,
-        _topic: &sluice_engine::TopicKey,
-    ) -> Result<bool, sluice_engine::EngineError> {
-        Err(sluice_engine::EngineError::Internal(
-            "publishing is not built yet".into(),
-        ))
-    }
-
-    async fn recover_publications(
-        &self,
-        _now: sluice_engine::Millis,
-    ) -> Result<u64, sluice_engine::EngineError> {
-        Ok(0)
-    }
-}

@@ -1,15 +1,17 @@
 //! Opening an engine: reading the catalog and rebuilding every queue's in-memory index (and FIFO
-//! deduplication records) from disk, and keeping a file-size limit from ending the process.
+//! deduplication records) and every topic's state from disk, and keeping a file-size limit from
+//! ending the process.
 
 use crate::catalog::{QueueMap, TombstoneMap};
 use crate::fifo::{DedupEntry, DedupKey};
 use crate::index::QueueState;
 use crate::queue_entry::QueueEntry;
 use crate::store::{self, Store};
+use crate::topic_entry::{TopicEntry, TopicMap, TopicState};
 use crate::{secret, EmbeddedEngine, EmbeddedOptions};
 use sluice_engine::{EngineError, Millis, QueueKey, QueueName, TenantId};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 impl EmbeddedEngine {
     /// Opens the engine on what `open` opens (again after a failed write); `label` names it in
@@ -60,6 +62,16 @@ impl EmbeddedEngine {
             }
         }
 
+        let mut topics = TopicMap::new();
+        for (key, stored) in store::read_topics(&db)? {
+            let key = parse_queue_key(&key)?;
+            let state = TopicState::load(stored.next_seq, stored.dedup, stored.stats);
+            topics
+                .entry(key.tenant)
+                .or_default()
+                .insert(key.name, Arc::new(TopicEntry::new(state)));
+        }
+
         let mut queues = QueueMap::new();
         for (uid, (key, created_at, state)) in by_uid {
             let entry = Arc::new(QueueEntry::new(uid, created_at, state));
@@ -83,6 +95,7 @@ impl EmbeddedEngine {
             dir = label,
             queues = queues.values().map(BTreeMap::len).sum::<usize>(),
             messages,
+            topics = topics.values().map(HashMap::len).sum::<usize>(),
             "embedded engine opened"
         );
         Ok(Self {
@@ -90,6 +103,7 @@ impl EmbeddedEngine {
             queues: Arc::new(RwLock::new(queues)),
             tenants: Arc::new(RwLock::new(tenants)),
             tombstones: Arc::new(RwLock::new(tombstones)),
+            topics: Mutex::new(topics),
             admin: tokio::sync::Mutex::new(()),
             handle_key,
         })
@@ -110,8 +124,9 @@ pub(crate) fn survive_file_size_limit() {
     }
 }
 
+/// A `"tenant/name"` key of the `queues` or `topic_*` tables.
 fn parse_queue_key(text: &str) -> Result<QueueKey, EngineError> {
-    let corrupt = || EngineError::Internal(format!("corrupt queue key {text:?}"));
+    let corrupt = || EngineError::Internal(format!("corrupt queue or topic key {text:?}"));
     let (tenant, name) = text.split_once('/').ok_or_else(corrupt)?;
     Ok(QueueKey::new(
         TenantId::parse(tenant).map_err(|_| corrupt())?,

@@ -16,6 +16,9 @@
 //! | `dedup`     | `(uid, group, id)`   | `(accepted_at, seq, message_id)`               |
 //! | `secrets`   | `&str`               | raw bytes: the receipt-handle key (`secret.rs`) |
 //! | `records`   | `(kind, key)`        | `(version, value)`: the services' small records (`ops/records.rs`) |
+//! | `topic_seq` | `"tenant/topic"`     | FIFO topics: the next sequence number to hand out |
+//! | `topic_dedup` | `("tenant/topic", id)` | `(accepted_at, seq, message_id)`: FIFO topics' deduplication records |
+//! | `topic_stats` | `("tenant/topic", subscription id)` | `(delivered, filtered_out, failed)` |
 //!
 //! Messages are keyed by the queue's `uid`, not its name, so deleting and re-creating a name
 //! never mixes the two incarnations' messages, and a whole queue is one contiguous key range.
@@ -25,17 +28,25 @@
 //! Format history: 1 had no FIFO fields; 2 added `QueueConfig::content_based_deduplication`
 //! and `deduplication_scope`, `MetaRecord::deduplication_id` and the `dedup` table; 3 added
 //! `QueueConfig::redrive_policy`, `redrive_allow_policy` and `retry_backoff` and
-//! `MetaRecord::dead_letter`. An older file is migrated step by step when opened.
+//! `MetaRecord::dead_letter`. An older file is migrated step by step when opened. The `topic_*`
+//! tables came later without a bump (as `tenant_tombstones` and `records` did): they hold plain
+//! tuples, not postcard records, and opening a file of format 3 that lacks them creates them
+//! empty, which is the whole upgrade.
 //!
 //! A move between queues (dead letters, redrive: [`WriteOp::Transfer`]) is one operation,
 //! applied inside one transaction: the message's rows leave the source and arrive in the
 //! destination in the same commit, so no crash can leave them in both queues or in neither.
+//!
+//! A publish to a topic is likewise one submission: an [`WriteOp::Insert`] of the copies per
+//! destination queue and one [`WriteOp::Publish`] with the topic's state (sequence number,
+//! deduplication records, counter increments), so a crash leaves the whole publication or none
+//! of it.
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use sluice_engine::{
     DeadLetter, DeduplicationScope, EngineError, MessageAttribute, Millis, QueueConfig, Record,
-    TenantRecord,
+    SubscriptionStats, TenantRecord,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
@@ -62,6 +73,12 @@ const MSG_BODY: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("msg_b
 const DEDUP: TableDefinition<(u64, &str, &str), (u64, u64, &str)> = TableDefinition::new("dedup");
 /// New tables need no format bump (see `TOMBSTONES`).
 const RECORDS: TableDefinition<(&str, &str), (u64, &str)> = TableDefinition::new("records");
+/// New tables need no format bump (see `TOMBSTONES`); keyed by `"tenant/topic"`.
+const TOPIC_SEQ: TableDefinition<&str, u64> = TableDefinition::new("topic_seq");
+const TOPIC_DEDUP: TableDefinition<(&str, &str), (u64, u64, &str)> =
+    TableDefinition::new("topic_dedup");
+const TOPIC_STATS: TableDefinition<(&str, &str), (u64, u64, u64)> =
+    TableDefinition::new("topic_stats");
 
 /// postcard is not self-describing: any change to a record's fields must bump this, and a file
 /// written in another format is refused rather than misread.
@@ -121,6 +138,15 @@ pub(crate) struct BodyRecord {
 #[derive(Debug)]
 pub(crate) struct DedupRecord {
     pub key: DedupKey,
+    pub accepted_at: Millis,
+    pub seq: u64,
+    pub message_id: String,
+}
+
+/// A FIFO topic's deduplication record to write, in the transaction of its publication.
+#[derive(Debug, Clone)]
+pub(crate) struct TopicDedupRecord {
+    pub id: String,
     pub accepted_at: Millis,
     pub seq: u64,
     pub message_id: String,
@@ -201,6 +227,27 @@ pub(crate) enum WriteOp {
         next_seq: u64,
         moves: Vec<Arrival>,
     },
+    /// The topic state of a publish (`topic` is `"tenant/name"`), submitted with the
+    /// [`Insert`](WriteOp::Insert)s of its copies: the deduplication records `forget` (whose
+    /// window is over; deleted first), the next sequence number (FIFO topics; never lowered),
+    /// new deduplication records and counter increments by subscription id (added to the
+    /// stored counters, so a failed commit loses nothing that was counted before).
+    Publish {
+        topic: String,
+        next_seq: Option<u64>,
+        dedup: Vec<TopicDedupRecord>,
+        forget: Vec<String>,
+        counts: Vec<(String, SubscriptionStats)>,
+    },
+    /// Every row of one topic (`"tenant/name"`): sequence number, deduplication records,
+    /// counters.
+    ForgetTopic {
+        topic: String,
+    },
+    /// Every row of every topic of one tenant.
+    ForgetTenantTopics {
+        tenant: String,
+    },
 }
 
 /// One message of a [`WriteOp::Transfer`]: where it was, where it goes, and what of its meta
@@ -213,6 +260,15 @@ pub(crate) struct Arrival {
     pub sent_at: Option<Millis>,
     pub visible_at: Millis,
     pub dead_letter: Option<DeadLetter>,
+}
+
+/// A topic's state as stored, read at start-up.
+#[derive(Debug, Default)]
+pub(crate) struct StoredTopic {
+    pub next_seq: Option<u64>,
+    /// `(deduplication id, record)`.
+    pub dedup: Vec<(String, DedupEntry)>,
+    pub stats: BTreeMap<String, SubscriptionStats>,
 }
 
 /// What the start-up scan found besides messages.
@@ -299,6 +355,9 @@ pub(crate) fn prepare(db: Database, label: &str) -> Result<Database, EngineError
         txn.open_table(MSG_META).map_err(storage)?;
         txn.open_table(MSG_BODY).map_err(storage)?;
         txn.open_table(DEDUP).map_err(storage)?;
+        txn.open_table(TOPIC_SEQ).map_err(storage)?;
+        txn.open_table(TOPIC_DEDUP).map_err(storage)?;
+        txn.open_table(TOPIC_STATS).map_err(storage)?;
     }
     txn.commit().map_err(storage)?;
     Ok(db)
@@ -489,6 +548,50 @@ pub(crate) fn read_catalog(db: &Database) -> Result<Catalog, EngineError> {
             .push((key.value().to_owned(), record, next_seq));
     }
     Ok(catalog)
+}
+
+/// Reads every topic's state (small: counters, and the deduplication records a publish to the
+/// topic has not pruned yet) at start-up, by `"tenant/name"`.
+pub(crate) fn read_topics(db: &Database) -> Result<BTreeMap<String, StoredTopic>, EngineError> {
+    let txn = db.begin_read().map_err(storage)?;
+    let mut topics: BTreeMap<String, StoredTopic> = BTreeMap::new();
+    let seqs = txn.open_table(TOPIC_SEQ).map_err(storage)?;
+    for row in seqs.iter().map_err(storage)? {
+        let (topic, next_seq) = row.map_err(storage)?;
+        topics.entry(topic.value().to_owned()).or_default().next_seq = Some(next_seq.value());
+    }
+    let dedup = txn.open_table(TOPIC_DEDUP).map_err(storage)?;
+    for row in dedup.iter().map_err(storage)? {
+        let (key, value) = row.map_err(storage)?;
+        let (topic, id) = key.value();
+        let (accepted_at, seq, message_id) = value.value();
+        let entry = DedupEntry {
+            accepted_at,
+            seq,
+            message_id: message_id.to_owned(),
+            committed: true,
+        };
+        topics
+            .entry(topic.to_owned())
+            .or_default()
+            .dedup
+            .push((id.to_owned(), entry));
+    }
+    let stats = txn.open_table(TOPIC_STATS).map_err(storage)?;
+    for row in stats.iter().map_err(storage)? {
+        let (key, value) = row.map_err(storage)?;
+        let (topic, subscription) = key.value();
+        let (delivered, filtered_out, failed) = value.value();
+        topics.entry(topic.to_owned()).or_default().stats.insert(
+            subscription.to_owned(),
+            SubscriptionStats {
+                delivered,
+                filtered_out,
+                failed,
+            },
+        );
+    }
+    Ok(topics)
 }
 
 /// The leading times of an encoded [`MetaRecord`], decoded without allocating.
@@ -1170,7 +1273,17 @@ fn removal(op: WriteOp) -> Option<WriteOp> {
         WriteOp::Insert { uid, forget, .. } if !forget.is_empty() => {
             Some(WriteOp::Forget { uid, keys: forget })
         }
+        // Memory forgot these when they were submitted.
+        WriteOp::ForgetTopic { .. } | WriteOp::ForgetTenantTopics { .. } => Some(op),
+        WriteOp::Publish { topic, forget, .. } if !forget.is_empty() => Some(WriteOp::Publish {
+            topic,
+            next_seq: None,
+            dedup: Vec::new(),
+            forget,
+            counts: Vec::new(),
+        }),
         WriteOp::Insert { .. }
+        | WriteOp::Publish { .. }
         | WriteOp::Transfer { .. }
         | WriteOp::PutTenant { .. }
         | WriteOp::DeleteTenant { .. }
@@ -1218,6 +1331,8 @@ fn apply_all<'a>(
     let mut dedup = txn.open_table(DEDUP)?;
     // Opened only by the rare commits that carry a record.
     let mut records = None;
+    // Opened only by commits that carry a publish or forget a topic.
+    let mut topics = None;
     for op in ops {
         match op {
             WriteOp::PutTenant { id, record } => {
@@ -1334,14 +1449,119 @@ fn apply_all<'a>(
                 }
                 queue_seq.insert(*to, *next_seq)?;
             }
+            WriteOp::Publish {
+                topic,
+                next_seq,
+                dedup,
+                forget,
+                counts,
+            } => {
+                let tables = TopicTables::open(txn, &mut topics)?;
+                tables.publish(topic, *next_seq, dedup, forget, counts)?;
+            }
+            WriteOp::ForgetTopic { topic } => {
+                let tables = TopicTables::open(txn, &mut topics)?;
+                tables.seq.remove(topic.as_str())?;
+                // `topic` followed by NUL is the smallest first element above `topic`.
+                let end = format!("{topic}\0");
+                let rows = (
+                    Bound::Included((topic.as_str(), "")),
+                    Bound::Excluded((end.as_str(), "")),
+                );
+                tables.dedup.retain_in(rows, |_, _| false)?;
+                tables.stats.retain_in(rows, |_, _| false)?;
+            }
+            WriteOp::ForgetTenantTopics { tenant } => {
+                let tables = TopicTables::open(txn, &mut topics)?;
+                // Every `"tenant/…"` key sorts from `"tenant/"` up to `"tenant0"` ('/' + 1).
+                let prefix = format!("{tenant}/");
+                let end = format!("{tenant}0");
+                tables
+                    .seq
+                    .retain_in::<&str, _>(prefix.as_str()..end.as_str(), |_, _| false)?;
+                let rows = (
+                    Bound::Included((prefix.as_str(), "")),
+                    Bound::Excluded((end.as_str(), "")),
+                );
+                tables.dedup.retain_in(rows, |_, _| false)?;
+                tables.stats.retain_in(rows, |_, _| false)?;
+            }
         }
     }
     Ok(())
 }
 
+/// The `topic_*` tables, opened together by the first operation of a commit that needs them.
+struct TopicTables<'txn> {
+    seq: redb::Table<'txn, &'static str, u64>,
+    dedup: redb::Table<'txn, (&'static str, &'static str), (u64, u64, &'static str)>,
+    stats: redb::Table<'txn, (&'static str, &'static str), (u64, u64, u64)>,
+}
+
+impl<'txn> TopicTables<'txn> {
+    fn open<'a>(
+        txn: &'txn WriteTransaction,
+        slot: &'a mut Option<Self>,
+    ) -> Result<&'a mut Self, redb::Error> {
+        if slot.is_none() {
+            *slot = Some(Self {
+                seq: txn.open_table(TOPIC_SEQ)?,
+                dedup: txn.open_table(TOPIC_DEDUP)?,
+                stats: txn.open_table(TOPIC_STATS)?,
+            });
+        }
+        slot.as_mut()
+            .ok_or_else(|| redb::Error::Corrupted("topic tables".into()))
+    }
+
+    fn publish(
+        &mut self,
+        topic: &str,
+        next_seq: Option<u64>,
+        dedup: &[TopicDedupRecord],
+        forget: &[String],
+        counts: &[(String, SubscriptionStats)],
+    ) -> Result<(), redb::Error> {
+        for id in forget {
+            self.dedup.remove((topic, id.as_str()))?;
+        }
+        if let Some(next_seq) = next_seq {
+            let stored = self.seq.get(topic)?.map_or(0, |v| v.value());
+            self.seq.insert(topic, next_seq.max(stored))?;
+        }
+        for r in dedup {
+            self.dedup.insert(
+                (topic, r.id.as_str()),
+                (r.accepted_at, r.seq, r.message_id.as_str()),
+            )?;
+        }
+        for (subscription, delta) in counts {
+            let key = (topic, subscription.as_str());
+            let (delivered, filtered_out, failed) =
+                self.stats.get(key)?.map_or((0, 0, 0), |v| v.value());
+            self.stats.insert(
+                key,
+                (
+                    delivered + delta.delivered,
+                    filtered_out + delta.filtered_out,
+                    failed + delta.failed,
+                ),
+            )?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// How many topic deduplication records the (closed) file at `path` holds.
+    pub(crate) fn topic_dedup_rows(path: &Path) -> u64 {
+        let db = Database::create(path).unwrap();
+        let txn = db.begin_read().unwrap();
+        txn.open_table(TOPIC_DEDUP).unwrap().iter().unwrap().count() as u64
+    }
 
     /// Writes a format-1 file holding queue `t/old` (uid 42, visibility timeout 45 s) with one
     /// message; answers the uid and the message's seq.

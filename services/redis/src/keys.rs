@@ -20,7 +20,7 @@
 //! | `{P:<tenant>:<queue>}:attempt` | hash | FIFO: receive request attempt id → the answer it got (see `receive.lua`) |
 //! | `{P:<tenant>:<queue>}:attempt-at` | zset | FIFO: the same ids scored by when they were answered (clean-up) |
 //! | `{P:<tenant>:<queue>}:out` | hash | moves leaving the queue: transfer id → intent (JSON: the message's full record, destination, dead-letter change, when), from the intent until the ack (see `ops/transfers.rs`) |
-//! | `{P:<tenant>:<queue>}:applied` | zset | transfer ids applied into this queue, scored by when (idempotency of the apply step; trimmed after 24 h) |
+//! | `{P:<tenant>:<queue>}:applied` | zset | transfer ids applied into this queue, scored by when (idempotency of the apply step; trimmed after 24 h); also fan-out copies' apply ids `<publication message id>/<subscription id>` and refusals `!F<id>` (full) / `!L<id>` (too large), scored 23 h before their apply so the same trim forgets them after 1 h (see `ops/fanout_apply.lua`) |
 //! | `{P:<tenant>:<queue>}:fence` | string | the highest tenant generation a tenant deletion voided for this name: `put_queue` refuses registrations of that generation or older (kept for good) |
 //! | `{P}:tenants` | hash | tenant id → tenant record (JSON) |
 //! | `{P}:tenant-deleted` | hash | tenant id → when it was last deleted (ms; its tombstone, kept for good): tokens issued until then are refused |
@@ -35,6 +35,15 @@
 //! | `{P}:handle-key` | string | the receipt-handle key (hex), set once with `SET NX` by the first engine to connect and read by every engine at connect |
 //! | `{P}:transfers` | zset | `<tenant>/<queue>` of queues that may hold unfinished moves, scored by when recovery should look (registered before each intent) |
 //! | `{P}:transfer-regs` | hash | `<tenant>/<queue>` → random token of its latest `transfers` registration, so recovery drops only the entry it looked at |
+//! | `{P:<tenant>:topic:<topic>}:meta` | hash | topic: `seq` (FIFO: the last sequence number issued; reset by `delete_topic`), `order` (the last outbox entry number; kept while the outbox holds entries) |
+//! | `{P:<tenant>:topic:<topic>}:counters` | hash | topic: `<subscription>:delivered`, `<subscription>:filtered_out`, `<subscription>:failed` → count |
+//! | `{P:<tenant>:topic:<topic>}:dedup` | hash | FIFO topic: deduplication id → `seq accepted_at message_id` |
+//! | `{P:<tenant>:topic:<topic>}:dedup-at` | zset | FIFO topic: the same ids scored by `accepted_at` (clean-up) |
+//! | `{P:<tenant>:topic:<topic>}:outbox` | hash | topic: outbox entry id (zero-padded `order`) → `<published_at> <seq (0: none)> <Publication JSON>`, from the publish until every delivery is made and acknowledged (see `ops/fanout.rs`) |
+//! | `{P:<tenant>:topic:<topic>}:outbox-order` | zset | topic: the same entry ids scored by `order` (publish order, FIFO: seq order) |
+//! | `{P}:fanouts` | zset | `<tenant>/<topic>` of topics that may hold pending fan-outs, scored by when recovery should look (registered before each publish) |
+//! | `{P}:fanout-regs` | hash | `<tenant>/<topic>` → random token of its latest `fanouts` registration, so recovery drops only the entry it looked at |
+//! | `{P}:tenant:<tenant>:topics` | zset | the names of the tenant's topics that were ever published to, score 0 (what a tenant deletion forgets) |
 //! | `{P}:queue-gens` | hash | `<tenant>/<queue>` → tenant generation of its last registration |
 //! | `{P}:records:<kind>` | hash | the services' small records (redrive tasks): key → `<version> <value>` |
 //! | `{P}:record-keys:<kind>` | zset | the same keys, score 0 (ordered listing by `ZRANGEBYLEX`) |
@@ -47,12 +56,16 @@
 //! `applied` (eight); a FIFO queue (name ending in `.fifo`) its six, the nine FIFO keys, then
 //! `out` and `applied` (seventeen; that is how a script tells them apart); `put_queue` and
 //! `delete_queue` get the `fence` key after them.
+//! A topic's keys share the tag `{P:<tenant>:topic:<topic>}`: one more `:` than any queue's
+//! tag `{P:<tenant>:<queue>}` (tenant ids and queue names contain none), so a topic never
+//! shares a queue's tag, whatever the names. Topic scripts take its six keys in the order of
+//! the table (see `ops/publish.lua`).
 //! The keys of one queue share one hash tag, so each queue lives in one cluster slot and
 //! each queue operation is one script over one slot. The registries share another tag so that
 //! registering or dropping a queue or tenant is one atomic script; they are touched by
 //! administration and by the expiry sweep only, never by send, receive or delete.
 
-use sluice_engine::{EngineError, QueueKey, QueueName, TenantId};
+use sluice_engine::{EngineError, QueueKey, QueueName, TenantId, TopicKey};
 
 /// Builds key names under one prefix.
 #[derive(Debug, Clone)]
@@ -78,6 +91,15 @@ const FIFO_PARTS: [&str; 9] = [
     "dedup-at",
     "attempt",
     "attempt-at",
+];
+/// The parts of a topic's keys, in the order every topic script takes them as `KEYS`.
+const TOPIC_PARTS: [&str; 6] = [
+    "meta",
+    "counters",
+    "dedup",
+    "dedup-at",
+    "outbox",
+    "outbox-order",
 ];
 /// The parts of moves between queues, last in every queue's keys.
 const TRANSFER_PARTS: [&str; 2] = ["out", "applied"];
@@ -116,9 +138,44 @@ impl Keys {
         format!("{{{}:{}:{}}}:fence", self.prefix, key.tenant, key.name)
     }
 
+    /// The queue's `applied` zset: ids of moves and fan-out copies applied into it (also one
+    /// of its queue keys).
+    pub(crate) fn applied_ids(&self, key: &QueueKey) -> String {
+        format!("{{{}:{}:{}}}:applied", self.prefix, key.tenant, key.name)
+    }
+
     /// The queue's `out` hash: intents of moves leaving it (also one of its queue keys).
     pub(crate) fn transfer_intents(&self, key: &QueueKey) -> String {
         format!("{{{}:{}:{}}}:out", self.prefix, key.tenant, key.name)
+    }
+
+    /// The keys of one topic: meta, counters, dedup, dedup-at, outbox, outbox-order.
+    pub(crate) fn topic(&self, topic: &TopicKey) -> Vec<String> {
+        let tag = format!("{{{}:{}:topic:{}}}", self.prefix, topic.tenant, topic.name);
+        TOPIC_PARTS
+            .iter()
+            .map(|part| format!("{tag}:{part}"))
+            .collect()
+    }
+
+    /// The topic's `counters` hash (also one of its keys).
+    pub(crate) fn topic_counters(&self, topic: &TopicKey) -> String {
+        format!(
+            "{{{}:{}:topic:{}}}:counters",
+            self.prefix, topic.tenant, topic.name
+        )
+    }
+
+    /// How a topic is named in the due index of fan-outs: `<tenant>/<topic>` (topics and
+    /// queues are never in one index, so the form may be the queues').
+    pub(crate) fn topic_id(topic: &TopicKey) -> String {
+        format!("{}/{}", topic.tenant, topic.name)
+    }
+
+    /// The inverse of [`topic_id`](Self::topic_id).
+    pub(crate) fn parse_topic_id(text: &str) -> Option<TopicKey> {
+        let key = Self::parse_queue_id(text)?;
+        Some(TopicKey::new(key.tenant, key.name))
     }
 
     /// How a queue is named in the registry and in wake-ups: `<tenant>/<queue>`.
@@ -182,6 +239,21 @@ impl Keys {
     /// The token of each queue's latest `transfers_due` registration.
     pub(crate) fn transfer_regs(&self) -> String {
         self.registry("transfer-regs")
+    }
+
+    /// Topics that may hold pending fan-outs, by when recovery should look.
+    pub(crate) fn fanouts_due(&self) -> String {
+        self.registry("fanouts")
+    }
+
+    /// The token of each topic's latest `fanouts_due` registration.
+    pub(crate) fn fanout_regs(&self) -> String {
+        self.registry("fanout-regs")
+    }
+
+    /// The names of one tenant's topics that were published to.
+    pub(crate) fn tenant_topics(&self, tenant: &TenantId) -> String {
+        self.registry(&format!("tenant:{tenant}:topics"))
     }
 
     /// Tenant deletions under way.
@@ -257,11 +329,42 @@ mod tests {
             .0
             .contains(&keys.transfer_intents(&key("acme", "orders.fifo"))));
         assert_eq!(
+            q.0.last(),
+            Some(&keys.applied_ids(&key("acme", "orders.fifo")))
+        );
+        assert_eq!(
             keys.tenant_queues(&TenantId::parse("acme").unwrap()),
             "{sluice}:tenant:acme:queues"
         );
         assert!(Keys::new("a{b").is_err());
         assert!(Keys::new("").is_err());
+    }
+
+    #[test]
+    fn topic_keys_never_share_a_queue_tag() {
+        let keys = Keys::new("sluice").unwrap();
+        let topic = TopicKey::new(
+            TenantId::parse("acme").unwrap(),
+            QueueName::parse("topic").unwrap(),
+        );
+        let t = keys.topic(&topic);
+        assert_eq!(t.len(), 6);
+        assert_eq!(t[1], keys.topic_counters(&topic));
+        for k in &t {
+            assert!(k.starts_with("{sluice:acme:topic:topic}:"), "{k}");
+        }
+        // A queue named like the topic, or named "topic", has another tag.
+        for q in [key("acme", "topic"), key("topic", "topic")] {
+            for k in keys.queue(&q).0 {
+                assert!(!t
+                    .iter()
+                    .any(|tk| tk.split('}').next() == k.split('}').next()));
+            }
+        }
+        assert_eq!(
+            Keys::parse_topic_id(&Keys::topic_id(&topic)),
+            Some(topic.clone())
+        );
     }
 
     #[test]

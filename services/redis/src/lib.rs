@@ -25,6 +25,12 @@
 //!   index, intent in the source's slot, apply in the destination's, ack), each atomic in one
 //!   slot and repeatable; [`Transfers::recover_transfers`] completes interrupted ones. A
 //!   receive on a queue without a redrive policy, or one that moves nothing, stays one call.
+//! * **Topic publishing** (`ops/fanout.rs`): the "copy" form of a move. The publication is
+//!   committed to an outbox in the topic's own slot (with its deduplication record and FIFO
+//!   sequence number), then each copy is applied idempotently in its queue's slot and the
+//!   entry acknowledged; [`Publishing::recover_publications`] completes interrupted fan-outs.
+//!   A FIFO publisher first delivers every entry still pending before its own, so queues get
+//!   a topic's copies in sequence order.
 //! * **Caches** (`cache.rs`): queue configurations and known tenants for
 //!   [`RedisOptions::cache_ttl`] (1 s by default), so a send, a receive and a delete batch
 //!   are each one Redis call.
@@ -32,7 +38,9 @@
 //! # What a successful answer means
 //!
 //! `send`, `delete`, `purge`, `expire`, queue and tenant changes answer once Redis has applied
-//! them; how durable that is depends on how Redis is run:
+//! them; `publish` once the publication is in the topic's outbox (its deliveries then complete
+//! exactly once, by the publisher or by recovery). How durable that is depends on how Redis is
+//! run:
 //!
 //! | Redis settings | an acknowledged write survives |
 //! |---|---|
@@ -65,6 +73,7 @@ mod scripts;
 mod setup;
 mod wake;
 
+pub use ops::fanout::PublishCrash;
 pub use ops::transfers::{CrashPoint, RECOVERY_GRACE_MS};
 pub use options::RedisOptions;
 
@@ -78,6 +87,8 @@ use sluice_engine::{
     RateLimit, RateLimiter, ReceiveOutcome, Record, Records, RedriveOutcome, SendRejection,
     SentMessage, SeqScan, StoredMessage, TenantId, TenantRecord, Tenants, Transfers, Upkeep,
 };
+use sluice_engine::{Publication, Published, Publishing, SubscriptionStats, TopicKey};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 
@@ -176,6 +187,20 @@ impl RedisEngine {
         crash: CrashPoint,
     ) -> Result<Result<(), DeadLetterRefusal>, EngineError> {
         self.dead_letter_until(key, handle, reason, now, Some(crash))
+            .await
+    }
+
+    /// [`Publishing::publish`] stopped at `crash`, as if the gateway died there: for tests of
+    /// [`Publishing::recover_publications`]. Deliveries not made answer `Pending`.
+    #[doc(hidden)]
+    pub async fn publish_interrupted(
+        &self,
+        topic: &TopicKey,
+        publications: Vec<Publication>,
+        now: Millis,
+        crash: PublishCrash,
+    ) -> Result<Vec<Published>, EngineError> {
+        self.publish_until(topic, publications, now, Some(crash))
             .await
     }
 }
@@ -426,45 +451,29 @@ impl Upkeep for RedisEngine {
     }
 }
 
-// PLACEHOLDER (topics branch only): replaced by the real implementation before merging.
 #[async_trait]
-impl sluice_engine::Publishing for RedisEngine {
+impl Publishing for RedisEngine {
     async fn publish(
         &self,
-        _topic: &sluice_engine::TopicKey,
-        _publications: Vec<sluice_engine::Publication>,
-        _now: sluice_engine::Millis,
-    ) -> Result<Vec<sluice_engine::Published>, sluice_engine::EngineError> {
-        Err(sluice_engine::EngineError::Internal(
-            "publishing is not built yet".into(),
-        ))
+        topic: &TopicKey,
+        publications: Vec<Publication>,
+        now: Millis,
+    ) -> Result<Vec<Published>, EngineError> {
+        self.publish_until(topic, publications, now, None).await
     }
 
     async fn subscription_stats(
         &self,
-        _topic: &sluice_engine::TopicKey,
-    ) -> Result<
-        std::collections::BTreeMap<String, sluice_engine::SubscriptionStats>,
-        sluice_engine::EngineError,
-    > {
-        Err(sluice_engine::EngineError::Internal(
-            "publishing is not built yet".into(),
-        ))
+        topic: &TopicKey,
+    ) -> Result<BTreeMap<String, SubscriptionStats>, EngineError> {
+        self.subscription_stats(topic).await
     }
 
-    async fn delete_topic(
-        &self,
-        _topic: &sluice_engine::TopicKey,
-    ) -> Result<bool, sluice_engine::EngineError> {
-        Err(sluice_engine::EngineError::Internal(
-            "publishing is not built yet".into(),
-        ))
+    async fn delete_topic(&self, topic: &TopicKey) -> Result<bool, EngineError> {
+        self.delete_topic(topic).await
     }
 
-    async fn recover_publications(
-        &self,
-        _now: sluice_engine::Millis,
-    ) -> Result<u64, sluice_engine::EngineError> {
-        Ok(0)
+    async fn recover_publications(&self, now: Millis) -> Result<u64, EngineError> {
+        self.recover_publications(now).await
     }
 }

@@ -77,6 +77,23 @@ registry_script!(
     "#!lua flags=allow-oom",
     "transfer_unregister.lua"
 );
+// Fan-outs (ops/fanout.rs). Topic scripts take a topic's keys and no prelude. The commit
+// stores publications: refused under OOM before it changes anything. An apply adds copies
+// like a send does; the ack and a topic's deletion only free memory.
+registry_script!(PUBLISH, "#!lua", "publish.lua");
+queue_script!(FANOUT_APPLY, "#!lua", "fanout_apply.lua");
+registry_script!(FANOUT_ACK, "#!lua flags=allow-oom", "fanout_ack.lua");
+registry_script!(
+    FANOUT_PENDING,
+    "#!lua flags=no-writes",
+    "fanout_pending.lua"
+);
+registry_script!(
+    FANOUT_REGISTER,
+    "#!lua flags=allow-oom",
+    "fanout_register.lua"
+);
+registry_script!(TOPIC_DELETE, "#!lua flags=allow-oom", "topic_delete.lua");
 registry_script!(REGISTER_QUEUE, "#!lua", "register_queue.lua");
 registry_script!(
     UNREGISTER_QUEUE,

@@ -1,7 +1,8 @@
-//! `delete_tenant`: closes and deletes every queue of the tenant and writes its tombstone, in one
-//! commit.
+//! `delete_tenant`: closes and deletes every queue of the tenant, forgets its topics' state and
+//! writes its tombstone, in one commit.
 
-use crate::catalog::{read, write};
+use crate::catalog::{read, topics, write};
+use crate::ops::topics::forget_tenant_topics;
 use crate::store::WriteOp;
 use crate::EmbeddedEngine;
 use sluice_engine::{EngineError, Millis, TenantId};
@@ -28,26 +29,30 @@ impl EmbeddedEngine {
                 .iter()
                 .map(|(name, entry)| (format!("{id}/{name}"), entry)),
         );
-        if !existed && ops.is_empty() {
-            return Ok(false);
-        }
-        // Never moves back, should the clock.
-        let deleted_at = read(&self.tombstones).get(id).map_or(now, |&t| t.max(now));
-        ops.push(WriteOp::DeleteTenant {
-            id: id.as_str().to_owned(),
-            deleted_at,
-        });
-        let (tenants, tombstones) = (Arc::clone(&self.tenants), Arc::clone(&self.tombstones));
-        let id = id.clone();
-        self.store
-            .submit_then(ops, move |committed| {
+        let pending = {
+            // Held until the forgetting is submitted: a publish after this one (which needs the
+            // map to find its topic) is submitted after it, and survives it.
+            let mut topic_map = topics(&self.topics);
+            ops.extend(forget_tenant_topics(&mut topic_map, id));
+            if !existed && ops.is_empty() {
+                return Ok(false);
+            }
+            // Never moves back, should the clock.
+            let deleted_at = read(&self.tombstones).get(id).map_or(now, |&t| t.max(now));
+            ops.push(WriteOp::DeleteTenant {
+                id: id.as_str().to_owned(),
+                deleted_at,
+            });
+            let (tenants, tombstones) = (Arc::clone(&self.tenants), Arc::clone(&self.tombstones));
+            let id = id.clone();
+            self.store.submit_then(ops, move |committed| {
                 if committed.is_ok() {
                     write(&tenants).remove(&id);
                     write(&tombstones).insert(id, deleted_at);
                 }
             })
-            .wait()
-            .await?;
+        };
+        pending.wait().await?;
         Ok(existed)
     }
 }

@@ -1,9 +1,12 @@
 //! `expire`: the periodic sweep that deletes messages past retention and forgets FIFO
-//! deduplication records past their window.
+//! deduplication records past their window (of queues and of topics, so an idle one does not
+//! keep them).
 
-use crate::catalog::read;
+use crate::catalog::{read, topics};
+use crate::ops::topics::forget_dedup;
 use crate::queue_entry::QueueEntry;
 use crate::store::WriteOp;
+use crate::topic_entry::TopicEntry;
 use crate::EmbeddedEngine;
 use sluice_engine::{EngineError, Millis};
 use std::collections::BTreeMap;
@@ -42,6 +45,26 @@ impl EmbeddedEngine {
             }
             if !ops.is_empty() {
                 pending.push(self.store.submit(ops));
+            }
+        }
+        let topics: Vec<(String, Arc<TopicEntry>)> = topics(&self.topics)
+            .iter()
+            .flat_map(|(tenant, names)| {
+                names
+                    .iter()
+                    .map(move |(name, entry)| (format!("{tenant}/{name}"), Arc::clone(entry)))
+            })
+            .collect();
+        for (key, entry) in topics {
+            let mut state = entry.lock();
+            if state.deleted {
+                continue;
+            }
+            let forget = state.prune(now);
+            if !forget.is_empty() {
+                // Under the topic's lock, so it lands before a later publish records an id
+                // again.
+                pending.push(self.store.submit(vec![forget_dedup(key, forget)]));
             }
         }
         for p in pending {

@@ -25,8 +25,9 @@ pub(crate) struct Locked<'a> {
 
 impl<'a> Locked<'a> {
     /// Locks both in one fixed order (by address: entries stay put while shared), so two moves
-    /// in opposite directions can never each hold one lock and wait for the other. Nothing
-    /// else holds two queue locks at once.
+    /// in opposite directions can never each hold one lock and wait for the other. The only
+    /// other holder of several queue locks, a publish (`publish.rs`), takes them in this same
+    /// order.
     pub(crate) fn lock(source: &'a QueueEntry, destination: &'a QueueEntry) -> Self {
         if std::ptr::eq(source, destination) {
             return Self {

@@ -1,5 +1,5 @@
-//! Deleting a tenant (`tenant_delete_begin.lua`, then every queue by `delete_queue.lua`, then
-//! `tenant_delete.lua`).
+//! Deleting a tenant (`tenant_delete_begin.lua`, then every queue by `delete_queue.lua` and
+//! every topic it published to by `topic_delete.lua`, then `tenant_delete.lua`).
 
 use super::calls::FAN_OUT;
 use crate::codec::Reply;
@@ -39,6 +39,8 @@ impl RedisEngine {
         while !reply.is_empty() {
             names.push(reply.text()?);
         }
+        // Topics are no queues: their state goes whether or not the tenant had any.
+        self.forget_tenant_topics(id).await?;
         if !existed && names.is_empty() {
             return Ok(false);
         }

@@ -1,5 +1,6 @@
--- transfer_due: the queues recovery should look at now, with their registration tokens.
--- KEYS[1] {P}:transfers, KEYS[2] {P}:transfer-regs (see transfer_register.lua)
+-- transfer_due: the queues (or topics) recovery should look at now, with their registration tokens.
+-- KEYS[1] {P}:transfers, KEYS[2] {P}:transfer-regs (see transfer_register.lua); or the same
+-- pair of fan-outs, {P}:fanouts and {P}:fanout-regs (see fanout_register.lua)
 -- ARGV[1] now
 -- ARGV[2] most queues to answer
 -- Reply: {queue id, token ('' if none), ...}
