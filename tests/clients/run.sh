@@ -83,7 +83,7 @@ start_sluice clients-secret-0123456789abcdef0123456789
 SLUICE_URL=$base
 SLUICE_ADMIN_TOKEN=$(mint_token --scopes admin)
 # The docs' examples work as a tenant would, with a token minted by the CLI.
-SLUICE_TOKEN=$(mint_token --tenant docs --scopes "queues:manage messages:send messages:consume")
+SLUICE_TOKEN=$(mint_token --tenant docs --scopes "queues:manage messages:send messages:consume topics:manage topics:publish")
 export SLUICE_URL SLUICE_ADMIN_TOKEN SLUICE_TOKEN
 
 served_is_committed() {
