@@ -727,11 +727,11 @@ pub(crate) async fn publishes_survive_kills(
                 (base.clone(), acknowledged.clone(), stop.clone(), t.clone());
             tokio::spawn(async move {
                 let client = reqwest::Client::new();
-                let mut n = 0;
+                let mut n: u64 = 0;
                 while !stop.load(Ordering::Relaxed) {
                     n += 1;
                     let body = format!("p{p}-{n}");
-                    let kind = if n % 2 == 0 { "a" } else { "b" };
+                    let kind = if n.is_multiple_of(2) { "a" } else { "b" };
                     let url = format!("{}/v1/topics/events/messages", base.lock().unwrap());
                     let answer = client
                         .post(url)
@@ -779,7 +779,7 @@ pub(crate) async fn publishes_survive_kills(
     // Which queues each acknowledged publish must reach.
     let expected = |queue: &str, body: &str| -> bool {
         let n: usize = body.rsplit('-').next().unwrap().parse().unwrap();
-        let kind = if n % 2 == 0 { "a" } else { "b" };
+        let kind = if n.is_multiple_of(2) { "a" } else { "b" };
         match queue {
             "kind-a" => kind == "a",
             "kind-b" => kind == "b",

@@ -121,7 +121,7 @@ pub struct SubscribeInput {
     /// A queue of the tenant, of the topic's kind (FIFO topics deliver only to FIFO queues).
     pub queue: String,
     /// An SNS filter policy (a JSON object); `null` or absent: every message matches.
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<HashMap<String, serde_json::Value>>)]
     pub filter_policy: Option<serde_json::Value>,
     /// Default `attributes`.
     pub filter_policy_scope: Option<FilterPolicyScope>,
@@ -151,7 +151,7 @@ impl From<SubscribeInput> for SubscribeRequest {
 pub struct SubscriptionPatchInput {
     /// A new filter policy; `null` removes it.
     #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<Object>, nullable)]
+    #[schema(value_type = Option<HashMap<String, serde_json::Value>>, nullable)]
     pub filter_policy: Option<Option<serde_json::Value>>,
     /// What the policy is matched against.
     pub filter_policy_scope: Option<FilterPolicyScope>,
@@ -195,7 +195,7 @@ pub struct Subscription {
     /// The queue it delivers to.
     pub queue: String,
     /// The filter policy as given; `null`: every message matches.
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<HashMap<String, serde_json::Value>>)]
     pub filter_policy: Option<serde_json::Value>,
     /// What the policy is matched against.
     pub filter_policy_scope: FilterPolicyScope,
