@@ -6,10 +6,10 @@ use crate::md5::{md5_of_attributes, md5_of_body};
 use crate::metrics::Event;
 use crate::queues::queue_key;
 use crate::validate::{
-    in_range, validate_attributes, validate_batch_ids, validate_body, validate_token_id,
+    fifo_deduplication_id, in_range, validate_attributes, validate_batch_ids, validate_body,
+    validate_token_id,
 };
 use crate::{ServiceError, Services};
-use sha2::{Digest, Sha256};
 use sluice_engine::{
     DeadLetter, MessageAttribute, MessageState, Millis, NewMessage, QueueConfig, QueueKey,
     SentMessage, StoredMessage, TenantId,
@@ -218,18 +218,13 @@ impl Services {
                     "is not allowed on FIFO queues (the queue's delay_seconds applies)",
                 ));
             }
-            match request.deduplication_id.clone() {
-                Some(id) => Some(id),
-                None if config.content_based_deduplication => {
-                    Some(hex::encode(Sha256::digest(request.body.as_bytes())))
-                }
-                None => {
-                    return Err(ServiceError::invalid(
-                        at("deduplication_id"),
-                        "is required unless the queue has content_based_deduplication",
-                    ))
-                }
-            }
+            Some(fifo_deduplication_id(
+                &at("deduplication_id"),
+                request.deduplication_id.as_deref(),
+                config.content_based_deduplication,
+                &request.body,
+                "queue",
+            )?)
         } else {
             if request.deduplication_id.is_some() {
                 return Err(ServiceError::invalid(

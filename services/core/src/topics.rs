@@ -14,7 +14,9 @@
 
 use crate::metrics::Event;
 use crate::queues::{decode_page_token, encode_page_token, page_limit, validate_tags};
-use crate::validate::{validate_attributes, validate_body, validate_token_id};
+use crate::validate::{
+    fifo_deduplication_id, validate_attributes, validate_body, validate_token_id,
+};
 use crate::{ServiceError, Services};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -945,18 +947,13 @@ impl Services {
                     "is required on FIFO topics",
                 ));
             }
-            match &request.deduplication_id {
-                Some(id) => Some(id.clone()),
-                None if config.content_based_deduplication => {
-                    Some(hex::encode(Sha256::digest(request.body.as_bytes())))
-                }
-                None => {
-                    return Err(ServiceError::invalid(
-                        at("deduplication_id"),
-                        "is required unless the topic has content_based_deduplication",
-                    ))
-                }
-            }
+            Some(fifo_deduplication_id(
+                &at("deduplication_id"),
+                request.deduplication_id.as_deref(),
+                config.content_based_deduplication,
+                &request.body,
+                "topic",
+            )?)
         } else {
             if request.deduplication_id.is_some() {
                 return Err(ServiceError::invalid(

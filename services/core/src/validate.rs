@@ -286,6 +286,26 @@ impl DecimalNumber {
 }
 
 /// SQS's rule for group and deduplication ids: 1–128 of letters, digits and punctuation.
+/// A FIFO message's deduplication id: the one given, or under content-based deduplication the
+/// SHA-256 of the body; `owner` (`queue` or `topic`) names what lacks it in the error.
+pub(crate) fn fifo_deduplication_id(
+    field: &str,
+    given: Option<&str>,
+    content_based: bool,
+    body: &str,
+    owner: &str,
+) -> Result<String, ServiceError> {
+    use sha2::Digest;
+    match given {
+        Some(id) => Ok(id.to_owned()),
+        None if content_based => Ok(hex::encode(sha2::Sha256::digest(body.as_bytes()))),
+        None => Err(ServiceError::invalid(
+            field,
+            format!("is required unless the {owner} has content_based_deduplication"),
+        )),
+    }
+}
+
 pub(crate) fn validate_token_id(field: &str, value: &str) -> Result<(), ServiceError> {
     if value.is_empty() || value.len() > 128 || !value.chars().all(|c| c.is_ascii_graphic()) {
         return Err(ServiceError::invalid(

@@ -32,6 +32,7 @@
 use super::fanout_ack::Ack;
 use super::fanout_apply::{Applied, ApplyMode, CopyIn, FANOUT_APPLIED_WINDOW_MS};
 use super::publish::PENDING_LIMIT;
+use super::transfer_registry::RecoveryIndex;
 use super::transfers::RECOVERY_GRACE_MS;
 use crate::codec::{from_json, to_json, StoredBody};
 use crate::keys::Keys;
@@ -396,7 +397,10 @@ impl RedisEngine {
     pub(crate) async fn recover_publications(&self, now: Millis) -> Result<u64, EngineError> {
         let mut made = 0;
         let mut failure = None;
-        for (topic_id, token) in self.due_fanouts(now, RECOVERY_BATCH).await? {
+        for (topic_id, token) in self
+            .due_for_recovery(RecoveryIndex::Fanouts, now, RECOVERY_BATCH)
+            .await?
+        {
             match self.recover_topic(&topic_id, &token, now).await {
                 Ok(n) => made += n,
                 Err(e) => {
@@ -421,7 +425,8 @@ impl RedisEngine {
         now: Millis,
     ) -> Result<u64, EngineError> {
         let Some(topic) = Keys::parse_topic_id(topic_id) else {
-            self.unregister_fanout(topic_id, token).await?;
+            self.unregister_recovery(RecoveryIndex::Fanouts, topic_id, token)
+                .await?;
             return Ok(0);
         };
         let (more, pending) = self.fanout_pending(&topic, PENDING_LIMIT).await?;
@@ -485,7 +490,10 @@ impl RedisEngine {
         };
         match again {
             Some(at) => self.register_fanout(&topic, at).await?,
-            None => self.unregister_fanout(topic_id, token).await?,
+            None => {
+                self.unregister_recovery(RecoveryIndex::Fanouts, topic_id, token)
+                    .await?
+            }
         }
         Ok(made)
     }

@@ -5,16 +5,11 @@
 //! recovery one look) and dropped only if unchanged since it was read. Registering also files
 //! the topic among its tenant's, which is how a tenant deletion finds its topics.
 
-use crate::codec::Reply;
 use crate::conn::Call;
 use crate::{scripts, RedisEngine};
 use sluice_engine::{EngineError, Millis, TopicKey};
 
 impl RedisEngine {
-    fn fanout_due_call(&self, script: &'static redis::Script) -> Call {
-        Call::new(script, [self.keys.fanouts_due(), self.keys.fanout_regs()])
-    }
-
     /// Files `topic` to be looked at by recovery from `at` on.
     pub(crate) async fn register_fanout(
         &self,
@@ -34,34 +29,6 @@ impl RedisEngine {
             .arg(hex::encode(rand::random::<[u8; 8]>()))
             .arg(topic.name.as_str());
         self.redis.eval(&call, true).await?;
-        Ok(())
-    }
-
-    /// Up to `limit` topics due by `now`, each with the token of its registration.
-    pub(crate) async fn due_fanouts(
-        &self,
-        now: Millis,
-        limit: usize,
-    ) -> Result<Vec<(String, String)>, EngineError> {
-        let mut call = self.fanout_due_call(&scripts::TRANSFER_DUE);
-        call.arg(now).arg(limit);
-        let mut reply = Reply::new(self.redis.eval(&call, false).await?)?;
-        let mut due = Vec::new();
-        while !reply.is_empty() {
-            due.push((reply.text()?, reply.text()?));
-        }
-        Ok(due)
-    }
-
-    /// Drops `topic_id` from the index unless it was registered again since `token` was read.
-    pub(crate) async fn unregister_fanout(
-        &self,
-        topic_id: &str,
-        token: &str,
-    ) -> Result<(), EngineError> {
-        let mut call = self.fanout_due_call(&scripts::TRANSFER_UNREGISTER);
-        call.arg(topic_id).arg(token);
-        self.redis.eval(&call, false).await?;
         Ok(())
     }
 }

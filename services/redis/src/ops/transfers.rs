@@ -22,6 +22,7 @@
 
 use super::transfer_apply::Arrival;
 use super::transfer_out::{Intent, NotOut, Selection};
+use super::transfer_registry::RecoveryIndex;
 use crate::codec::{from_json, to_json, StoredBody};
 use crate::keys::Keys;
 use crate::RedisEngine;
@@ -283,7 +284,10 @@ impl RedisEngine {
     pub(crate) async fn recover_transfers(&self, now: Millis) -> Result<u64, EngineError> {
         let mut completed = 0;
         let mut failure = None;
-        for (queue_id, token) in self.due_transfers(now, RECOVERY_BATCH).await? {
+        for (queue_id, token) in self
+            .due_for_recovery(RecoveryIndex::Transfers, now, RECOVERY_BATCH)
+            .await?
+        {
             match self.recover_queue(&queue_id, &token, now).await {
                 Ok(done) => completed += done,
                 Err(e) => {
@@ -307,7 +311,8 @@ impl RedisEngine {
         now: Millis,
     ) -> Result<u64, EngineError> {
         let Some(key) = Keys::parse_queue_id(queue_id) else {
-            self.unregister_transfers(queue_id, token).await?;
+            self.unregister_recovery(RecoveryIndex::Transfers, queue_id, token)
+                .await?;
             return Ok(0);
         };
         let mut ripe = Vec::new();
@@ -342,7 +347,10 @@ impl RedisEngine {
                 self.register_transfers(queue_id, at + RECOVERY_GRACE_MS)
                     .await?
             }
-            None => self.unregister_transfers(queue_id, token).await?,
+            None => {
+                self.unregister_recovery(RecoveryIndex::Transfers, queue_id, token)
+                    .await?
+            }
         }
         Ok(completed)
     }
