@@ -40,6 +40,7 @@ use utoipa_swagger_ui::SwaggerUi;
         topics::patch_subscription, topics::unsubscribe, topics::publish, topics::publish_batch,
         admin::create_tenant, admin::list_tenants, admin::get_tenant, admin::update_tenant,
         admin::delete_tenant, admin::mint_token,
+        admin::create_access_key, admin::list_access_keys, admin::delete_access_key,
         ops::healthz, ops::readyz, crate::metrics::render,
     ),
     components(
@@ -58,7 +59,7 @@ use utoipa_swagger_ui::SwaggerUi;
         (name = "messages", description = "Send (scope `messages:send`), receive, delete, change visibility and peek (scope `messages:consume`)"),
         (name = "redrive", description = "Move a dead-letter queue's messages back to their source queues, or to another queue, at a bounded rate (scope `queues:manage`)"),
         (name = "topics", description = "Topics fanning out to one queue per subscription, with SNS filter policies: topics and subscriptions (scope `topics:manage`; reading topics also with `topics:publish`), publishing (scope `topics:publish`)"),
-        (name = "admin", description = "Tenants, their quotas, and tokens for them (scope `admin`)"),
+        (name = "admin", description = "Tenants, their quotas and AWS account ids, and tokens and AWS access keys for them (scope `admin`)"),
         (name = "operations", description = "Liveness and readiness probes, and Prometheus metrics (no auth)"),
     )
 )]
@@ -161,6 +162,14 @@ pub fn router(state: AppState) -> Router {
                 .delete(admin::delete_tenant),
         )
         .route("/v1/admin/tenants/{id}/tokens", post(admin::mint_token))
+        .route(
+            "/v1/admin/tenants/{id}/access-keys",
+            post(admin::create_access_key).get(admin::list_access_keys),
+        )
+        .route(
+            "/v1/admin/tenants/{id}/access-keys/{access_key_id}",
+            axum::routing::delete(admin::delete_access_key),
+        )
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(crate::metrics::render))
