@@ -38,7 +38,10 @@ pub async fn create_tenant(
         .services
         .create_tenant_with_account(&body.id, body.quotas.into(), body.aws_account_id.as_deref())
         .await?;
-    Ok((StatusCode::CREATED, axum::Json(Tenant::new(record, account))))
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(Tenant::new(record, account)),
+    ))
 }
 
 /// Lists tenants by id, including tenants only tokens have named.
@@ -66,7 +69,10 @@ pub async fn list_tenants(
     for record in records {
         tenants.push(tenant_view(&state, record).await?);
     }
-    Ok(axum::Json(TenantList { tenants, next_token }))
+    Ok(axum::Json(TenantList {
+        tenants,
+        next_token,
+    }))
 }
 
 /// One tenant.
@@ -108,7 +114,10 @@ pub async fn update_tenant(
     Json(body, ..): Json<UpdateTenant>,
 ) -> Result<axum::Json<Tenant>, ApiError> {
     caller.require_admin()?;
-    let record = state.services.update_tenant(&id, body.quotas.into()).await?;
+    let record = state
+        .services
+        .update_tenant(&id, body.quotas.into())
+        .await?;
     Ok(axum::Json(tenant_view(&state, record).await?))
 }
 
@@ -206,7 +215,9 @@ fn parse_scopes(names: &[String], what: &str) -> Result<Vec<Scope>, ApiError> {
         let field = format!("scopes[{index}]");
         match Scope::parse(name) {
             Some(Scope::Admin) => {
-                return Err(ServiceError::invalid(field, format!("{what} cannot carry admin")).into())
+                return Err(
+                    ServiceError::invalid(field, format!("{what} cannot carry admin")).into(),
+                )
             }
             Some(scope) => {
                 if !scopes.contains(&scope) {

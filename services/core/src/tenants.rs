@@ -336,7 +336,12 @@ impl Services {
             let expected = current.as_ref().map(|(version, _)| *version);
             if self
                 .engine
-                .put_record(TENANT_ACCOUNT_RECORDS, tenant.as_str(), value.clone(), expected)
+                .put_record(
+                    TENANT_ACCOUNT_RECORDS,
+                    tenant.as_str(),
+                    value.clone(),
+                    expected,
+                )
                 .await?
                 .is_some()
             {
