@@ -170,6 +170,9 @@ pub fn router(state: AppState) -> Router {
             "/v1/admin/tenants/{id}/access-keys/{access_key_id}",
             axum::routing::delete(admin::delete_access_key),
         )
+        // The AWS-compatible endpoint; requests that are not AWS ones answer as any unknown
+        // route does.
+        .route("/", post(crate::aws::entry).fallback(no_route))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(crate::metrics::render))
@@ -199,7 +202,7 @@ async fn method_not_allowed() -> ApiError {
 
 static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// Serves at most `max_in_flight_requests` `/v1` requests at once: one more is refused at once
+/// Serves at most `max_in_flight_requests` `/v1` and AWS requests at once: one more is refused at once
 /// with 503 `Unavailable` and `Retry-After` rather than queued, so overload costs the gateway
 /// little. The probes and `/metrics` are never refused.
 async fn bound_in_flight(
@@ -207,7 +210,10 @@ async fn bound_in_flight(
     request: Request,
     next: Next,
 ) -> Response {
-    if !request.uri().path().starts_with("/v1/") {
+    // `/` is the AWS-compatible endpoint: bounded like `/v1` (SDKs retry a 503 whatever its
+    // body says).
+    let path = request.uri().path();
+    if !(path.starts_with("/v1/") || path == "/") {
         return next.run(request).await;
     }
     match in_flight.try_acquire_owned() {
