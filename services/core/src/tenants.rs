@@ -27,6 +27,17 @@ pub const DEFAULT_ACCOUNT_ID: &str = "000000000000";
 /// tenants / 10^12).
 const ASSIGN_ATTEMPTS: usize = 8;
 
+/// What reserving an account id found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reservation {
+    /// This call reserved it.
+    Made,
+    /// The tenant held it already (a concurrent assignment, or one a crash left behind).
+    Held,
+    /// Another tenant holds it.
+    Taken,
+}
+
 /// `aws-account/<id>`: which tenant holds an account id.
 #[derive(Debug, Serialize, Deserialize)]
 struct AccountReservation {
@@ -208,23 +219,26 @@ impl Services {
                         "aws_account_id {DEFAULT_ACCOUNT_ID} is the development tenant's"
                     )));
                 }
-                if !self.reserve_account_id(&given, &record.id).await? {
+                let reservation = self.reserve_account_id(&given, &record.id).await?;
+                if reservation == Reservation::Taken {
                     return Err(ServiceError::Conflict(format!(
                         "aws_account_id {given} belongs to another tenant"
                     )));
                 }
-                Some(given)
+                Some((given, reservation))
             }
             None => None,
         };
         if let Err(error) = self.engine.create_tenant(record.clone()).await {
-            if let Some(given) = &given {
+            // Give back only a reservation this call made: an existing tenant of this id may
+            // hold the one it found.
+            if let Some((given, Reservation::Made)) = &given {
                 self.release_reservation(given, &record.id).await?;
             }
             return Err(error.into());
         }
         let account = match given {
-            Some(given) => {
+            Some((given, _)) => {
                 self.point_tenant_at(&record.id, &given).await?;
                 given
             }
@@ -246,7 +260,7 @@ impl Services {
             } else {
                 random_account_id()
             };
-            if !self.reserve_account_id(&candidate, tenant).await? {
+            if self.reserve_account_id(&candidate, tenant).await? == Reservation::Taken {
                 continue;
             }
             let value = Self::json(&TenantAccount {
@@ -260,8 +274,14 @@ impl Services {
             {
                 return Ok(candidate);
             }
-            // Another assignment for this tenant came first: give this id back, take theirs.
-            self.release_reservation(&candidate, tenant).await?;
+            // Another assignment for this tenant came first: take theirs, and give this id
+            // back unless it is theirs too (`default`'s fixed id).
+            if let Some((_, winner)) = self.tenant_account(tenant).await? {
+                if winner != candidate {
+                    self.release_reservation(&candidate, tenant).await?;
+                }
+                return Ok(winner);
+            }
         }
         Err(ServiceError::Unavailable(format!(
             "could not assign an AWS account id to tenant {tenant}; retry"
@@ -285,9 +305,13 @@ impl Services {
         Ok(Some((record.version, parsed.aws_account_id)))
     }
 
-    /// Reserves `id` for `tenant`; `false` if another tenant holds it. Reserving an id the
-    /// tenant already holds succeeds.
-    async fn reserve_account_id(&self, id: &str, tenant: &TenantId) -> Result<bool, ServiceError> {
+    /// Reserves `id` for `tenant`: whether this call made the reservation, found it the
+    /// tenant's already, or found it another's.
+    async fn reserve_account_id(
+        &self,
+        id: &str,
+        tenant: &TenantId,
+    ) -> Result<Reservation, ServiceError> {
         let value = Self::json(&AccountReservation {
             tenant: tenant.as_str().to_owned(),
         })?;
@@ -297,9 +321,15 @@ impl Services {
             .await?
             .is_some()
         {
-            return Ok(true);
+            return Ok(Reservation::Made);
         }
-        Ok(self.account_holder(id).await?.as_deref() == Some(tenant.as_str()))
+        Ok(
+            if self.account_holder(id).await?.as_deref() == Some(tenant.as_str()) {
+                Reservation::Held
+            } else {
+                Reservation::Taken
+            },
+        )
     }
 
     /// The tenant holding a reservation, if any.
@@ -441,6 +471,95 @@ impl Services {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn services() -> (Services, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let engine = sluice_embedded::EmbeddedEngine::open(dir.path(), Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let clock = sluice_engine::ManualClock::new(1_000_000_000_000);
+        let services = Services::new(
+            std::sync::Arc::new(engine),
+            std::sync::Arc::new(clock),
+            crate::Limits::default(),
+        );
+        (services, dir)
+    }
+
+    fn tenant(id: &str) -> TenantId {
+        TenantId::parse(id).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[tokio::test]
+    async fn concurrent_lazy_assignments_agree_and_keep_their_reservation() {
+        let (services, _dir) = services();
+        for name in ["default", "lazy"] {
+            let mut tasks = tokio::task::JoinSet::new();
+            for _ in 0..16 {
+                let (services, id) = (services.clone(), tenant(name));
+                tasks.spawn(async move { services.tenant_account_id(&id).await });
+            }
+            let mut ids = std::collections::BTreeSet::new();
+            while let Some(answer) = tasks.join_next().await {
+                ids.insert(
+                    answer
+                        .unwrap_or_else(|e| panic!("{e}"))
+                        .unwrap_or_else(|e| panic!("{e}")),
+                );
+            }
+            assert_eq!(ids.len(), 1, "{name}: {ids:?}");
+            let id = ids.pop_first().unwrap_or_default();
+            if name == "default" {
+                assert_eq!(id, DEFAULT_ACCOUNT_ID);
+            }
+            // The reservation survives the losers' clean-up: nobody else can take the id.
+            assert_eq!(
+                services.account_holder(&id).await.ok().flatten().as_deref(),
+                Some(name)
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_creation_gives_back_only_what_it_reserved() {
+        let (services, _dir) = services();
+        let quotas = Quotas::default;
+        let (_, id) = services
+            .create_tenant_with_account("x", quotas(), Some("123456789012"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(id, "123456789012");
+        // The tenant exists: refused, and x keeps its id.
+        assert!(matches!(
+            services
+                .create_tenant_with_account("x", quotas(), Some("123456789012"))
+                .await,
+            Err(ServiceError::Conflict(_))
+        ));
+        assert!(matches!(
+            services
+                .create_tenant_with_account("y", quotas(), Some("123456789012"))
+                .await,
+            Err(ServiceError::Conflict(_))
+        ));
+        assert_eq!(
+            services
+                .tenant_account_id(&tenant("x"))
+                .await
+                .ok()
+                .as_deref(),
+            Some("123456789012")
+        );
+        // Deleting releases it.
+        services
+            .delete_tenant("x")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (_, id) = services
+            .create_tenant_with_account("y", quotas(), Some("123456789012"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(id, "123456789012");
+    }
 
     #[test]
     fn account_ids_are_twelve_digits() {
