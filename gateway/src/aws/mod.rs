@@ -271,17 +271,20 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
         Ok(caller) => caller,
         Err(error) => return error.query_response(&service),
     };
-    let Some(action) = action else {
-        return AwsError::MissingAction.query_response(&service);
-    };
     let version = params
         .iter()
         .find(|(k, _)| k == "Version")
         .map(|(_, v)| v.as_str());
-    match service.as_str() {
-        "sts" => sts::handle(&caller, &action, version),
-        _ => AwsError::InvalidAction(format!(
-            "Could not find operation {action} for version {}: the {service} service is not served yet",
+    let target = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok());
+    match (service.as_str(), action) {
+        ("sts", Some(action)) => sts::handle(&caller, &action, version),
+        ("sts", None) => AwsError::MissingAction.query_response(&service),
+        (_, action) => AwsError::InvalidAction(format!(
+            "Could not find operation {} for version {}: the {service} service is not served yet",
+            action.as_deref().or(target).unwrap_or("(none)"),
             version.unwrap_or("(none)")
         ))
         .query_response(&service),
