@@ -631,3 +631,65 @@ async fn boto3_and_the_aws_cli_get_the_caller_identity() {
         );
     }
 }
+
+/// On Redis, two gateways share account ids and keys: a key made through one signs requests
+/// the other verifies, and ids assigned through both never repeat.
+#[tokio::test]
+async fn gateways_on_one_redis_share_account_ids_and_keys() {
+    let redis = sluice_testkit::RedisServer::start().unwrap();
+    let prefix = sluice_testkit::unique_prefix("e2e-aws");
+    let start = || {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start_in(
+            dir.path(),
+            &[
+                "--jwt-secret",
+                crate::harness::SECRET,
+                "--store",
+                &redis.url(),
+                "--redis-key-prefix",
+                &prefix,
+            ],
+        );
+        (dir, server)
+    };
+    let ((_a_dir, a), (_b_dir, b)) = (start(), start());
+    let mut seen = HashSet::new();
+    for n in 0..10 {
+        let server = if n % 2 == 0 { &a } else { &b };
+        let (status, tenant) = create_tenant(server, json!({"id": format!("r-{n}")})).await;
+        assert_eq!(status, 201, "{tenant}");
+        assert!(seen.insert(account_of(&tenant)));
+    }
+    let (_, read) = b
+        .call(Method::GET, "/v1/admin/tenants/r-0", &admin(), None)
+        .await;
+    assert!(seen.contains(&account_of(&read)));
+    let (status, key) = create_key(&a, "r-0", json!({"scopes": ["messages:send"]})).await;
+    assert_eq!(status, 201);
+    let pair = (
+        key["access_key_id"].as_str().unwrap().to_owned(),
+        key["secret_access_key"].as_str().unwrap().to_owned(),
+    );
+    let answer = signed_post(
+        &b,
+        (&pair.0, &pair.1),
+        "sts",
+        GET_CALLER_IDENTITY,
+        SystemTime::now(),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.element("Account"), Some(account_of(&read).as_str()));
+    let path = format!("/v1/admin/tenants/r-0/access-keys/{}", pair.0);
+    assert_eq!(b.call(Method::DELETE, &path, &admin(), None).await.0, 204);
+    signed_post(
+        &a,
+        (&pair.0, &pair.1),
+        "sts",
+        GET_CALLER_IDENTITY,
+        SystemTime::now(),
+    )
+    .await
+    .assert_error(403, "InvalidClientTokenId");
+}
