@@ -541,12 +541,25 @@ async fn get_caller_identity_answers_the_keys_account() {
 }
 
 /// Runs `program args` with the key in the environment; `None` if the program is missing.
+/// `tests/run.sh` installs the tools into a virtual environment named by `SLUICE_TEST_AWS_BIN`,
+/// where they must then be; otherwise the PATH's are used.
 fn run_tool(
     program: &str,
     args: &[&str],
     (id, secret): (&str, &str),
 ) -> Option<std::process::Output> {
-    std::process::Command::new(program)
+    let path = match std::env::var_os("SLUICE_TEST_AWS_BIN") {
+        Some(dir) => {
+            let path = std::path::Path::new(&dir).join(program);
+            assert!(
+                path.exists(),
+                "SLUICE_TEST_AWS_BIN has no {program}: {path:?}"
+            );
+            path
+        }
+        None => std::path::PathBuf::from(program),
+    };
+    std::process::Command::new(path)
         .args(args)
         .env("AWS_ACCESS_KEY_ID", id)
         .env("AWS_SECRET_ACCESS_KEY", secret)
