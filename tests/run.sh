@@ -25,6 +25,23 @@ fi
 # The tests start their own redis-server processes on free ports; a packaged instance that
 # the install may have started is not used.
 
+# boto3 and the aws CLI for the AWS-compatible endpoint's e2e test (tests/e2e/aws_identity.rs),
+# in a virtual environment of our own as tests/api_fuzz.sh makes its; the test runs them from
+# SLUICE_TEST_AWS_BIN. Without it (no venv, no PyPI) the test falls back to tools on the PATH
+# and skips those it cannot find.
+awstools=target/awstools
+if [ ! -x "$awstools/bin/aws" ]; then
+  { python3 -m venv "$awstools" 2>/dev/null \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null \
+           && rm -rf "$awstools" && python3 -m venv "$awstools"; }; } \
+    && "$awstools/bin/pip" install --quiet --disable-pip-version-check 'boto3>=1.34,<2' 'awscli>=1.32,<2' \
+    || echo "tests/run.sh: no boto3/aws CLI venv; the e2e test uses the PATH's" >&2
+fi
+if [ -x "$awstools/bin/aws" ]; then
+  SLUICE_TEST_AWS_BIN="$(pwd)/$awstools/bin"
+  export SLUICE_TEST_AWS_BIN
+fi
+
 # Backtraces make a failure in CI readable without a rerun.
 export RUST_BACKTRACE=1
 log=$(mktemp)

@@ -40,6 +40,7 @@ use utoipa_swagger_ui::SwaggerUi;
         topics::patch_subscription, topics::unsubscribe, topics::publish, topics::publish_batch,
         admin::create_tenant, admin::list_tenants, admin::get_tenant, admin::update_tenant,
         admin::delete_tenant, admin::mint_token,
+        admin::create_access_key, admin::list_access_keys, admin::delete_access_key,
         ops::healthz, ops::readyz, crate::metrics::render,
     ),
     components(
@@ -58,7 +59,7 @@ use utoipa_swagger_ui::SwaggerUi;
         (name = "messages", description = "Send (scope `messages:send`), receive, delete, change visibility and peek (scope `messages:consume`)"),
         (name = "redrive", description = "Move a dead-letter queue's messages back to their source queues, or to another queue, at a bounded rate (scope `queues:manage`)"),
         (name = "topics", description = "Topics fanning out to one queue per subscription, with SNS filter policies: topics and subscriptions (scope `topics:manage`; reading topics also with `topics:publish`), publishing (scope `topics:publish`)"),
-        (name = "admin", description = "Tenants, their quotas, and tokens for them (scope `admin`)"),
+        (name = "admin", description = "Tenants, their quotas and AWS account ids, and tokens and AWS access keys for them (scope `admin`)"),
         (name = "operations", description = "Liveness and readiness probes, and Prometheus metrics (no auth)"),
     )
 )]
@@ -161,6 +162,17 @@ pub fn router(state: AppState) -> Router {
                 .delete(admin::delete_tenant),
         )
         .route("/v1/admin/tenants/{id}/tokens", post(admin::mint_token))
+        .route(
+            "/v1/admin/tenants/{id}/access-keys",
+            post(admin::create_access_key).get(admin::list_access_keys),
+        )
+        .route(
+            "/v1/admin/tenants/{id}/access-keys/{access_key_id}",
+            axum::routing::delete(admin::delete_access_key),
+        )
+        // The AWS-compatible endpoint; requests that are not AWS ones answer as any unknown
+        // route does.
+        .route("/", post(crate::aws::entry).fallback(no_route))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(crate::metrics::render))
@@ -190,7 +202,7 @@ async fn method_not_allowed() -> ApiError {
 
 static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// Serves at most `max_in_flight_requests` `/v1` requests at once: one more is refused at once
+/// Serves at most `max_in_flight_requests` `/v1` and AWS requests at once: one more is refused at once
 /// with 503 `Unavailable` and `Retry-After` rather than queued, so overload costs the gateway
 /// little. The probes and `/metrics` are never refused.
 async fn bound_in_flight(
@@ -198,7 +210,10 @@ async fn bound_in_flight(
     request: Request,
     next: Next,
 ) -> Response {
-    if !request.uri().path().starts_with("/v1/") {
+    // `/` is the AWS-compatible endpoint: bounded like `/v1` (SDKs retry a 503 whatever its
+    // body says).
+    let path = request.uri().path();
+    if !(path.starts_with("/v1/") || path == "/") {
         return next.run(request).await;
     }
     match in_flight.try_acquire_owned() {

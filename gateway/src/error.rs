@@ -59,7 +59,7 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// A stable machine-readable code: `ValidationError`, `MalformedRequest`,
     /// `Unauthenticated`, `Forbidden`, `QueueNotFound`, `TenantNotFound`, `TaskNotFound`,
-    /// `TopicNotFound`, `SubscriptionNotFound`, `NotFound`,
+    /// `TopicNotFound`, `SubscriptionNotFound`, `AccessKeyNotFound`, `NotFound`,
     /// `MethodNotAllowed`, `Conflict`, `PayloadTooLarge`, `UnsupportedMediaType`, `QueueFull`,
     /// `QuotaExceeded`, `RateLimited`, `ReceiptHandleInvalid`, `ReceiptHandleStale`, `Unavailable` or
     /// `Internal`.
@@ -80,6 +80,7 @@ impl ApiError {
                 S::QueueNotFound => (StatusCode::NOT_FOUND, "QueueNotFound", false),
                 S::TenantNotFound => (StatusCode::NOT_FOUND, "TenantNotFound", false),
                 S::TaskNotFound => (StatusCode::NOT_FOUND, "TaskNotFound", false),
+                S::AccessKeyNotFound => (StatusCode::NOT_FOUND, "AccessKeyNotFound", false),
                 S::TopicNotFound => (StatusCode::NOT_FOUND, "TopicNotFound", false),
                 S::SubscriptionNotFound => (StatusCode::NOT_FOUND, "SubscriptionNotFound", false),
                 S::Conflict(_) => (StatusCode::CONFLICT, "Conflict", false),

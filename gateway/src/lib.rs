@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod aws;
 pub mod caller;
 pub mod config;
 pub mod dto;

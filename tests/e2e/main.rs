@@ -2,6 +2,7 @@
 //! own data folder and talks to it over HTTP, as a user would.
 
 mod admin_and_auth;
+mod aws_identity;
 mod bad_input;
 mod config;
 mod connections;

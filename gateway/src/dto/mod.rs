@@ -11,7 +11,9 @@ use sluice_services::{
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 
+mod access_keys;
 mod topics;
+pub use access_keys::*;
 pub use topics::*;
 
 /// Formats epoch milliseconds as RFC 3339 UTC with milliseconds and a `Z`.
@@ -877,6 +879,10 @@ pub struct CreateTenant {
     /// Its limits (default: none).
     #[serde(default)]
     pub quotas: QuotasBody,
+    /// Its AWS account id: 12 digits, unique (default: a random one; `000000000000` is the
+    /// development tenant `default`'s).
+    #[schema(pattern = "^[0-9]{12}$")]
+    pub aws_account_id: Option<String>,
 }
 
 /// A tenant's new quotas.
@@ -897,14 +903,20 @@ pub struct Tenant {
     /// When created (or first named by a token).
     #[schema(format = DateTime)]
     pub created_at: String,
+    /// The 12-digit account id in its ARNs and queue URLs, and what STS `GetCallerIdentity`
+    /// answers for its access keys.
+    #[schema(pattern = "^[0-9]{12}$")]
+    pub aws_account_id: String,
 }
 
-impl From<TenantRecord> for Tenant {
-    fn from(t: TenantRecord) -> Self {
+impl Tenant {
+    /// A tenant's record with its AWS account id.
+    pub fn new(t: TenantRecord, aws_account_id: String) -> Self {
         Tenant {
             id: t.id.as_str().to_owned(),
             quotas: t.quotas.into(),
             created_at: rfc3339(t.created_at),
+            aws_account_id,
         }
     }
 }

@@ -27,6 +27,9 @@ pub enum ServiceError {
     /// The tenant does not exist.
     #[error("tenant not found")]
     TenantNotFound,
+    /// The tenant holds no access key with that id.
+    #[error("access key not found")]
+    AccessKeyNotFound,
     /// No redrive task of the tenant has that id.
     #[error("redrive task not found")]
     TaskNotFound,

@@ -6,6 +6,7 @@
 //! the REST gateway and the later SQS/SNS-compatible front-ends share it; it knows no HTTP type
 //! and no concrete engine.
 
+mod access_keys;
 mod background;
 mod dead_letters;
 mod error;
@@ -18,6 +19,7 @@ mod tenants;
 mod topics;
 mod validate;
 
+pub use access_keys::{validate_access_key_id, validate_secret, AccessKey, MAX_ACCESS_KEYS};
 pub use background::{Background, MAX_PACED_PAUSE};
 pub use error::ServiceError;
 pub use md5::{md5_of_attributes, md5_of_body};
@@ -31,9 +33,9 @@ pub use queues::{
 };
 pub use redrive::{RedriveStatus, RedriveTask, RedriveTaskPage, ROUND_PERIOD};
 pub use sluice_filter::FilterScope;
-pub use tenants::TenantPage;
+pub use tenants::{TenantPage, DEFAULT_ACCOUNT_ID};
 pub use topics::{
-    account_id, PublishEntry, PublishRequest, PublishResult, SubscribeRequest, SubscriptionPage,
+    PublishEntry, PublishRequest, PublishResult, SubscribeRequest, SubscriptionPage,
     SubscriptionPatch, SubscriptionView, TopicConfig, TopicConfigInput, TopicPage, TopicView,
     MAX_SUBSCRIPTIONS,
 };
@@ -103,6 +105,11 @@ impl Services {
     pub fn with_aws_region(mut self, region: impl Into<String>) -> Self {
         self.aws_region = Arc::new(region.into());
         self
+    }
+
+    /// The region in the ARNs these services write, and the one SigV4 scopes must name.
+    pub fn aws_region(&self) -> &str {
+        &self.aws_region
     }
 
     /// The same services with tenants' request rates limited by `limiter`: gateways sharing

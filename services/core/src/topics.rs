@@ -19,7 +19,6 @@ use crate::validate::{
 };
 use crate::{ServiceError, Services};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use sluice_engine::{
     Delivery, DeliveryOutcome, MessageAttribute, Millis, Publication, Published, QueueKey,
     QueueName, SubscriptionStats, TenantId, TopicKey,
@@ -314,20 +313,6 @@ fn check_subject(field: &str, subject: &str) -> Result<(), ServiceError> {
         ));
     }
     Ok(())
-}
-
-/// The 12-digit account id in a tenant's ARNs. Provisional: derived from the tenant id
-/// (`default`, the development tenant, is `000000000000`) until tenants carry an assigned one.
-pub fn account_id(tenant: &TenantId) -> String {
-    if tenant.as_str() == "default" {
-        return "000000000000".to_owned();
-    }
-    let digest = Sha256::digest(tenant.as_str().as_bytes());
-    let mut n = 0u64;
-    for byte in &digest[..8] {
-        n = (n << 8) | u64::from(*byte);
-    }
-    format!("{:012}", n % 1_000_000_000_000)
 }
 
 fn matches(subscription: &CompiledSubscription, message: &PublishRequest) -> bool {
@@ -913,6 +898,7 @@ impl Services {
 
     /// Checks one message for a topic and turns it into a publication with one delivery per
     /// matching subscription. `field` prefixes the names of offending fields.
+    #[allow(clippy::too_many_arguments)]
     fn prepare_publication(
         &self,
         field: &str,
@@ -921,6 +907,7 @@ impl Services {
         subscriptions: &[CompiledSubscription],
         request: PublishRequest,
         now: Millis,
+        topic_arn: &str,
     ) -> Result<Publication, ServiceError> {
         let at = |name: &str| {
             if field.is_empty() {
@@ -994,18 +981,23 @@ impl Services {
             subject: request.subject,
             group_id: request.group_id,
             deduplication_id,
-            topic_arn: format!(
-                "arn:aws:sns:{}:{}:{}",
-                self.aws_region,
-                account_id(&topic.tenant),
-                topic.name
-            ),
+            topic_arn: topic_arn.to_owned(),
             timestamp: chrono::DateTime::from_timestamp_millis(now as i64)
                 .unwrap_or_default()
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             deliveries,
             filtered_out,
         })
+    }
+
+    /// The topic's ARN, with its tenant's AWS account id (assigned now if it has none yet).
+    async fn topic_arn(&self, topic: &TopicKey) -> Result<String, ServiceError> {
+        Ok(format!(
+            "arn:aws:sns:{}:{}:{}",
+            self.aws_region,
+            self.tenant_account_id(&topic.tenant).await?,
+            topic.name
+        ))
     }
 
     /// Records what a publish delivered in the metrics.
@@ -1076,8 +1068,9 @@ impl Services {
         let topic = topic_key(tenant, topic_name)?;
         let (config, subscriptions) = self.compiled_subscriptions(&topic).await?;
         let now = self.clock.now();
+        let arn = self.topic_arn(&topic).await?;
         let publication =
-            self.prepare_publication("", &topic, &config, &subscriptions, request, now)?;
+            self.prepare_publication("", &topic, &config, &subscriptions, request, now, &arn)?;
         let publications = vec![publication];
         let mut answers = self
             .engine
@@ -1102,6 +1095,7 @@ impl Services {
         let topic = topic_key(tenant, topic_name)?;
         let (config, subscriptions) = self.compiled_subscriptions(&topic).await?;
         let now = self.clock.now();
+        let arn = self.topic_arn(&topic).await?;
         let mut failed = Vec::new();
         let mut ids = Vec::new();
         let mut publications = Vec::new();
@@ -1113,6 +1107,7 @@ impl Services {
                 &subscriptions,
                 entry.message,
                 now,
+                &arn,
             ) {
                 Ok(publication) => {
                     ids.push(entry.id);
@@ -1159,17 +1154,6 @@ fn not_found_as_subscription(error: ServiceError) -> ServiceError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn account_ids_are_twelve_digits_and_stable() {
-        let tenant = TenantId::parse("acme").unwrap_or_else(|e| panic!("{e}"));
-        let id = account_id(&tenant);
-        assert_eq!(id.len(), 12);
-        assert!(id.chars().all(|c| c.is_ascii_digit()));
-        assert_eq!(id, account_id(&tenant));
-        let default = TenantId::parse("default").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(account_id(&default), "000000000000");
-    }
 
     #[test]
     fn subjects_are_printable_ascii() {

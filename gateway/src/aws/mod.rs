@@ -1,0 +1,316 @@
+//! The AWS-compatible endpoint: `POST /` for requests that carry a SigV4 `Authorization`
+//! header or an `Action=` form body (everything else at `/` answers as before). Each request
+//! is authenticated once here ([`sigv4`]: the key's secret, AWS's errors), then dispatched on
+//! the credential scope's service to one module per service, whose operations are an enum of
+//! AWS-named actions answered from one `match`.
+//!
+//! Slice 1 serves STS `GetCallerIdentity` ([`sts`]); every other service and action answers
+//! `InvalidAction` in the Query protocol's XML error shape.
+
+pub mod sigv4;
+pub mod sts;
+
+use crate::error::{current_request_id, ApiError};
+use crate::state::AppState;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use sluice_services::{AccessKey, ServiceError};
+
+/// The most an AWS-protocol request body may be: ten of the largest messages, form-encoded
+/// (which may triple their size), is what the SQS slice will need.
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// An AWS error, named and answered as AWS does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AwsError {
+    /// No `Authorization` header (and no presigned query).
+    MissingAuthenticationToken,
+    /// An `Authorization` header that is not a complete SigV4 one, or no usable date.
+    IncompleteSignature(String),
+    /// The access key id is not one of ours.
+    InvalidClientTokenId,
+    /// The signature, its time, its scope or the body's hash is wrong.
+    SignatureDoesNotMatch(String),
+    /// The key lacks the scope the action needs.
+    AccessDenied(String),
+    /// No `Action` parameter.
+    MissingAction,
+    /// The action (or the service) is not served.
+    InvalidAction(String),
+    /// The tenant's request rate is exhausted.
+    RequestThrottled(String),
+    /// The store is unavailable or overloaded.
+    ServiceUnavailable(String),
+    /// Anything else: the cause is logged under the request id.
+    InternalFailure,
+}
+
+impl AwsError {
+    /// A wrong signature, with AWS's message.
+    pub fn signature_mismatch() -> Self {
+        Self::SignatureDoesNotMatch(
+            "The request signature we calculated does not match the signature you provided. \
+             Check your AWS Secret Access Key and signing method. Consult the service \
+             documentation for details."
+                .into(),
+        )
+    }
+
+    /// Status, code, whether the sender is at fault, and the message.
+    pub fn classify(&self) -> (StatusCode, &'static str, bool, String) {
+        match self {
+            Self::MissingAuthenticationToken => (
+                StatusCode::FORBIDDEN,
+                "MissingAuthenticationToken",
+                true,
+                "Request is missing Authentication Token".into(),
+            ),
+            Self::IncompleteSignature(m) => (
+                StatusCode::BAD_REQUEST,
+                "IncompleteSignature",
+                true,
+                m.clone(),
+            ),
+            Self::InvalidClientTokenId => (
+                StatusCode::FORBIDDEN,
+                "InvalidClientTokenId",
+                true,
+                "The security token included in the request is invalid.".into(),
+            ),
+            Self::SignatureDoesNotMatch(m) => (
+                StatusCode::FORBIDDEN,
+                "SignatureDoesNotMatch",
+                true,
+                m.clone(),
+            ),
+            Self::AccessDenied(m) => (StatusCode::FORBIDDEN, "AccessDenied", true, m.clone()),
+            Self::MissingAction => (
+                StatusCode::BAD_REQUEST,
+                "MissingAction",
+                true,
+                "The request must contain the parameter Action.".into(),
+            ),
+            Self::InvalidAction(m) => (StatusCode::BAD_REQUEST, "InvalidAction", true, m.clone()),
+            Self::RequestThrottled(m) => {
+                (StatusCode::BAD_REQUEST, "RequestThrottled", true, m.clone())
+            }
+            Self::ServiceUnavailable(m) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                false,
+                m.clone(),
+            ),
+            Self::InternalFailure => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalFailure",
+                false,
+                "internal error; the server logged its cause under this request id".into(),
+            ),
+        }
+    }
+
+    /// The Query protocol's XML error answer, in the namespace of `service`.
+    pub fn query_response(&self, service: &str) -> Response {
+        let (status, code, sender, message) = self.classify();
+        let request_id = current_request_id();
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ErrorResponse xmlns=\"{}\">\
+             <Error><Type>{}</Type><Code>{code}</Code><Message>{}</Message></Error>\
+             <RequestId>{}</RequestId></ErrorResponse>",
+            namespace(service),
+            if sender { "Sender" } else { "Receiver" },
+            xml_escape(&message),
+            xml_escape(&request_id),
+        );
+        xml_response(status, body, &request_id)
+    }
+}
+
+impl From<ServiceError> for AwsError {
+    fn from(error: ServiceError) -> Self {
+        use ServiceError as S;
+        match error {
+            S::RateLimited {
+                retry_after_seconds,
+            } => Self::RequestThrottled(format!(
+                "Rate exceeded: this tenant's requests_per_second is exhausted; retry in {retry_after_seconds} s"
+            )),
+            S::Unavailable(m) | S::Overloaded(m) => Self::ServiceUnavailable(m),
+            S::TenantDeleted(_) | S::TenantNotFound => Self::InvalidClientTokenId,
+            S::Internal(cause) => {
+                tracing::error!(request_id = current_request_id(), error = %cause, "AWS request failed");
+                Self::InternalFailure
+            }
+            // The identity slice meets no other service error; each gets its AWS name with
+            // the operations that raise it.
+            error @ (S::Validation { .. }
+            | S::QueueNotFound
+            | S::TopicNotFound
+            | S::SubscriptionNotFound
+            | S::AccessKeyNotFound
+            | S::TaskNotFound
+            | S::Conflict(_)
+            | S::PayloadTooLarge(_)
+            | S::QueueFull
+            | S::QuotaExceeded(_)
+            | S::ReceiptHandleInvalid
+            | S::ReceiptHandleStale) => {
+                tracing::error!(request_id = current_request_id(), %error, "unmapped service error on the AWS endpoint");
+                Self::InternalFailure
+            }
+        }
+    }
+}
+
+/// The XML namespace of a service's Query answers.
+pub fn namespace(service: &str) -> &'static str {
+    match service {
+        "sqs" => "http://queue.amazonaws.com/doc/2012-11-05/",
+        "sns" => "http://sns.amazonaws.com/doc/2010-03-31/",
+        _ => "https://sts.amazonaws.com/doc/2011-06-15/",
+    }
+}
+
+/// An XML answer with AWS's request-id header.
+pub fn xml_response(status: StatusCode, body: String, request_id: &str) -> Response {
+    let mut response = (status, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
+    if let Ok(value) = HeaderValue::from_str(request_id) {
+        headers.insert("x-amzn-requestid", value);
+    }
+    response
+}
+
+/// Escapes text for XML element content and attributes.
+pub fn xml_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Who signed a request: the access key (its tenant and scopes) after verification.
+#[derive(Debug, Clone)]
+pub struct AwsCaller {
+    /// The verified key.
+    pub key: AccessKey,
+    /// The tenant's AWS account id.
+    pub account_id: String,
+}
+
+fn is_form(request: &Request) -> bool {
+    request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/x-www-form-urlencoded")
+        })
+}
+
+/// `POST /`: an AWS request if it carries SigV4 or is a Query-protocol form; otherwise the
+/// `NotFound` every unknown route answers.
+pub async fn entry(State(state): State<AppState>, request: Request) -> Response {
+    let sigv4 = sigv4::is_sigv4(request.headers());
+    let form = is_form(&request);
+    if !sigv4 && !form {
+        return ApiError::NoRoute(request.uri().path().to_owned()).into_response();
+    }
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(Body::new(body), MAX_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(_) if !sigv4 => {
+            return ApiError::BodyTooLarge(MAX_BODY_BYTES).into_response();
+        }
+        Err(_) => {
+            return AwsError::InvalidAction(format!(
+                "the request body is larger than {MAX_BODY_BYTES} bytes or did not arrive"
+            ))
+            .query_response("sts")
+        }
+    };
+    let mut params: Vec<(String, String)> =
+        form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+    if form {
+        params.extend(form_urlencoded::parse(&body).into_owned());
+    }
+    let action = params
+        .iter()
+        .find(|(k, _)| k == "Action")
+        .map(|(_, v)| v.clone());
+    if !sigv4 && action.is_none() {
+        return ApiError::NoRoute(parts.uri.path().to_owned()).into_response();
+    }
+    let auth = match sigv4::parse_authorization(&parts.headers) {
+        Ok(auth) => auth,
+        Err(error) => return error.query_response("sts"),
+    };
+    let service = auth.service.clone();
+    let caller = match authenticate(
+        &state,
+        sigv4::Request::new(&parts.method, &parts.uri, &parts.headers, &body),
+        &auth,
+    )
+    .await
+    {
+        Ok(caller) => caller,
+        Err(error) => return error.query_response(&service),
+    };
+    let version = params
+        .iter()
+        .find(|(k, _)| k == "Version")
+        .map(|(_, v)| v.as_str());
+    let target = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok());
+    match (service.as_str(), action) {
+        ("sts", Some(action)) => sts::handle(&caller, &action, version),
+        ("sts", None) => AwsError::MissingAction.query_response(&service),
+        (_, action) => AwsError::InvalidAction(format!(
+            "Could not find operation {} for version {}: the {service} service is not served yet",
+            action.as_deref().or(target).unwrap_or("(none)"),
+            version.unwrap_or("(none)")
+        ))
+        .query_response(&service),
+    }
+}
+
+/// Verifies the request's signature with its key and admits it against the tenant's rate.
+async fn authenticate(
+    state: &AppState,
+    request: sigv4::Request<'_>,
+    auth: &sigv4::Authorization,
+) -> Result<AwsCaller, AwsError> {
+    let services = &state.services;
+    let key = services
+        .access_key(&auth.access_key_id)
+        .await?
+        .ok_or(AwsError::InvalidClientTokenId)?;
+    sigv4::verify(
+        request,
+        auth,
+        &key.secret_access_key,
+        services.aws_region(),
+        services.clock().now(),
+    )?;
+    let tenant = services.get_tenant(key.tenant.as_str()).await?;
+    services.admit_request(&tenant.id, &tenant.quotas).await?;
+    let account_id = services.tenant_account_id(&tenant.id).await?;
+    Ok(AwsCaller { key, account_id })
+}
