@@ -19,7 +19,8 @@
 //! another (`bench-load`, 2 workers), so each side's CPU is read per thread.
 //!
 //! Run: `cargo bench -p sluice-gateway --bench topics` (needs `redis-server` on the PATH).
-//! `SLUICE_BENCH_PHASES=1` or `2` runs one phase; `SLUICE_BENCH_QUICK=1` shrinks both.
+//! `SLUICE_BENCH_PHASES=1` or `2` runs one phase; `SLUICE_BENCH_QUICK=1` shrinks both;
+//! `SLUICE_BENCH_LATENCY_PRODUCERS=<n>` sets phase 2's paced publishers (default 8).
 
 mod common;
 
@@ -28,7 +29,7 @@ use futures_util::future::join_all;
 use serde_json::Value;
 use sluice_bench_support::flow::{padded_body, Driver as _, BODY_BYTES};
 use sluice_bench_support::stats::{median_or_nan as median, runs, Latencies};
-use sluice_bench_support::system::{scratch_base, threads_cpu_seconds};
+use sluice_bench_support::system::{machine_cpu, scratch_base, threads_cpu_seconds};
 use sluice_bench_support::BenchResult;
 use sluice_engine::TenantId;
 use sluice_gateway::auth::{Auth, KeyMaterial, Scope};
@@ -52,6 +53,8 @@ const CONSUMERS_PER_QUEUE: usize = 2;
 
 struct Plan {
     repetitions: usize,
+    /// Paced publishers of phase 2 (`SLUICE_BENCH_LATENCY_PRODUCERS`, default 8).
+    latency_producers: usize,
     fan_window: Duration,
     latency_reps: usize,
     latency_window: Duration,
@@ -62,6 +65,7 @@ impl Plan {
     fn full() -> Self {
         Self {
             repetitions: 3,
+            latency_producers: latency_producers(),
             fan_window: Duration::from_secs(5),
             latency_reps: 2,
             latency_window: Duration::from_secs(8),
@@ -72,12 +76,21 @@ impl Plan {
     fn quick() -> Self {
         Self {
             repetitions: 1,
+            latency_producers: latency_producers(),
             fan_window: Duration::from_secs(2),
             latency_reps: 1,
             latency_window: Duration::from_secs(2),
             rate: 1000.0,
         }
     }
+}
+
+fn latency_producers() -> usize {
+    std::env::var("SLUICE_BENCH_LATENCY_PRODUCERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(PRODUCERS)
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -281,6 +294,7 @@ struct FanRun {
     server_cores: f64,
     redis_cores: f64,
     load_cores: f64,
+    machine_cores: f64,
     errors: u64,
     error_text: String,
 }
@@ -329,10 +343,11 @@ async fn fan_run(
     let requests = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(Errors::default());
     // The gateway's threads (`sluice-srv` workers, the embedded engine's `sluice-commit`).
-    let (srv0, load0, redis0) = (
+    let (srv0, load0, redis0, machine0) = (
         threads_cpu_seconds("sluice-"),
         threads_cpu_seconds("bench-load"),
         redis_cpu(redis)?,
+        machine_cpu().0,
     );
     let start = Instant::now();
     let deadline = start + plan.fan_window;
@@ -410,10 +425,11 @@ async fn fan_run(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let receivable = start.elapsed();
-    let (srv1, load1, redis1) = (
+    let (srv1, load1, redis1, machine1) = (
         threads_cpu_seconds("sluice-"),
         threads_cpu_seconds("bench-load"),
         redis_cpu(redis)?,
+        machine_cpu().0,
     );
     let copies: u64 = depths.iter().sum();
     let exact_queues = depths.iter().filter(|&&d| d == messages).count();
@@ -443,6 +459,7 @@ async fn fan_run(
         server_cores: (srv1 - srv0) / secs,
         redis_cores: (redis1 - redis0) / secs,
         load_cores: (load1 - load0) / secs,
+        machine_cores: (machine1 - machine0) / secs,
         errors: errors.count.load(Ordering::Relaxed),
         error_text: errors.summary(),
     })
@@ -471,7 +488,7 @@ fn fan_out_phase(
             eprintln!(
                 "{} rep {rep}: {}: {:.0} copies/s ({} messages, {} copies, settle {:.3} s, \
                  {:.0} req/s, gateway {:.2} cores, redis-server {:.2} cores, load {:.2} cores, \
-                 errors {})",
+                 whole machine {:.2} cores busy, errors {})",
                 store.label(),
                 arm.label(),
                 run.copies_per_second,
@@ -482,6 +499,7 @@ fn fan_out_phase(
                 run.server_cores,
                 run.redis_cores,
                 run.load_cores,
+                run.machine_cores,
                 run.error_text,
             );
             this_rep[slot] = run.copies_per_second;
@@ -494,7 +512,7 @@ fn fan_out_phase(
         let rs = &results[slot];
         let col = |f: fn(&FanRun) -> f64| median(&rs.iter().map(f).collect::<Vec<_>>());
         println!(
-            "| {} | {} | {} | **{:.0}** | {:.0} | {:.0} | {:.3} | {:.2} | {} | {:.2} | {} | {} | {}/{} | {} |",
+            "| {} | {} | {} | **{:.0}** | {:.0} | {:.0} | {:.3} | {:.2} | {} | {:.2} | {:.2} | {} | {} | {}/{} | {} |",
             store.label(),
             arm.label(),
             runs(&rs.iter().map(|r| r.copies_per_second).collect::<Vec<_>>()),
@@ -509,6 +527,7 @@ fn fan_out_phase(
                 "-".to_owned()
             },
             col(|r| r.load_cores),
+            col(|r| r.machine_cores),
             rs.iter().map(|r| r.messages).sum::<u64>(),
             rs.iter().map(|r| r.copies).sum::<u64>(),
             rs.iter().map(|r| r.exact_queues).sum::<usize>(),
@@ -517,7 +536,7 @@ fn fan_out_phase(
         );
     }
     println!(
-        "| {} | **publish / client-side** | {} | **{:.2}x** | | | | | | | | | | |",
+        "| {} | **publish / client-side** | {} | **{:.2}x** | | | | | | | | | | | |",
         store.label(),
         ratios
             .iter()
@@ -573,6 +592,7 @@ struct LatencyRun {
     errors: String,
     gateway_cores: f64,
     redis_cores: f64,
+    machine_cores: f64,
 }
 
 async fn latency_run(
@@ -608,7 +628,11 @@ async fn latency_run(
     let errors = Arc::new(Errors::default());
     let stop = Arc::new(AtomicBool::new(false));
     let base = Instant::now() + Duration::from_millis(200);
-    let (gateway0, redis0) = (threads_cpu_seconds("sluice-"), redis_cpu(redis)?);
+    let (gateway0, redis0, machine0) = (
+        threads_cpu_seconds("sluice-"),
+        redis_cpu(redis)?,
+        machine_cpu().0,
+    );
     // Consumers: every queue, each delivery recorded as (id, latency).
     let mut consumers = Vec::new();
     for queue in &queues {
@@ -675,7 +699,8 @@ async fn latency_run(
     let acked = Arc::new(Mutex::new(Vec::new()));
     let send_latencies = Arc::new(Mutex::new(Vec::new()));
     let mut producers = Vec::new();
-    for p in 0..PRODUCERS as u64 {
+    let producer_count = plan.latency_producers as u64;
+    for p in 0..producer_count {
         let (http, topic, queue) = (http.clone(), topic.clone(), queues[0].clone());
         let (acked, send_latencies, errors) = (
             Arc::clone(&acked),
@@ -714,7 +739,7 @@ async fn latency_run(
                     }
                     Err(e) => errors.record(&e),
                 }
-                k += PRODUCERS as u64;
+                k += producer_count;
             }
             if let Ok(mut a) = acked.lock() {
                 a.extend(mine);
@@ -731,10 +756,25 @@ async fn latency_run(
     }
     let acked: Vec<u64> = acked.lock().map_err(|_| "poisoned")?.clone();
     let busy = base.elapsed().as_secs_f64();
-    let (gateway1, redis1) = (threads_cpu_seconds("sluice-"), redis_cpu(redis)?);
-    // Wait until every queue has seen every acknowledged message (or 10 s), then stop.
+    let (gateway1, redis1, machine1) = (
+        threads_cpu_seconds("sluice-"),
+        redis_cpu(redis)?,
+        machine_cpu().0,
+    );
+    // Wait until the consumers have deleted everything (every queue empty, which they see
+    // only after receiving each copy) or 20 s have passed, then stop them.
     let window = last.saturating_duration_since(base);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let drain_start = Instant::now();
+    loop {
+        let mut left = 0;
+        for queue in &queues {
+            left += visible(http, queue).await?;
+        }
+        if left == 0 || drain_start.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     stop.store(true, Ordering::Relaxed);
     let mut per_queue: std::collections::HashMap<String, Vec<(u64, Duration)>> =
         std::collections::HashMap::new();
@@ -782,6 +822,7 @@ async fn latency_run(
         errors: errors.summary(),
         gateway_cores: (gateway1 - gateway0) / busy,
         redis_cores: (redis1 - redis0) / busy,
+        machine_cores: (machine1 - machine0) / busy,
     })
 }
 
@@ -810,7 +851,7 @@ fn latency_phase(
                 "{} rep {rep}: {}: {:.0}/s achieved, send p50 {s50:.2} p99 {s99:.2} ms, \
                  end to end p50 {e50:.2} p99 {e99:.2} p99.9 {e999:.2} max {emax:.2} ms \
                  ({} samples), lost {}, duplicates {}, errors {}, gateway {:.2} cores, \
-                 redis-server {:.2} cores",
+                 redis-server {:.2} cores, whole machine {:.2} cores busy",
                 store.label(),
                 arm.label(),
                 run.achieved,
@@ -820,6 +861,7 @@ fn latency_phase(
                 run.errors,
                 run.gateway_cores,
                 run.redis_cores,
+                run.machine_cores,
             );
             results[slot].push(run);
         }
@@ -833,7 +875,7 @@ fn latency_phase(
         let snd = |i: usize| move |r: &LatencyRun| r.send.millis()[i];
         p99s[slot] = col(&e2e(1));
         println!(
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | **{:.2}** | {:.2} | {:.2} | {} | {:.2} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | **{:.2}** | {:.2} | {:.2} | {} | {:.2} | {} | {:.2} | {} | {} | {} | {} |",
             store.label(),
             arm.label(),
             col(&|r: &LatencyRun| r.achieved),
@@ -853,6 +895,7 @@ fn latency_phase(
             } else {
                 "-".to_owned()
             },
+            col(&|r: &LatencyRun| r.machine_cores),
             rs.iter().map(|r| r.acked).sum::<u64>(),
             rs.iter().map(|r| r.lost).sum::<u64>(),
             rs.iter().map(|r| r.duplicates).sum::<u64>(),
@@ -863,7 +906,7 @@ fn latency_phase(
         );
     }
     println!(
-        "| {} | **end-to-end p99, publish / send** | | | | | **{:.2}x** | | | | | | | | | |",
+        "| {} | **end-to-end p99, publish / send** | | | | | **{:.2}x** | | | | | | | | | | |",
         store.label(),
         p99s[0] / p99s[1]
     );
@@ -913,8 +956,8 @@ fn main() -> BenchResult<()> {
             plan.repetitions
         );
         println!();
-        println!("| engine | workload | copies/s receivable (runs) | median | copies/s acknowledged | HTTP req/s | settle s | gateway cores | redis-server cores | load cores | messages | copies | queues exact | errors |");
-        println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("| engine | workload | copies/s receivable (runs) | median | copies/s acknowledged | HTTP req/s | settle s | gateway cores | redis-server cores | load cores | machine cores busy | messages | copies | queues exact | errors |");
+        println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for store in [Store::Embedded, Store::Redis] {
             fan_out_phase(&stores, &load, &plan, store)?;
         }
@@ -922,15 +965,18 @@ fn main() -> BenchResult<()> {
     if wanted(2) {
         println!();
         println!(
-            "### 2. Publish → receivable latency at {:.0}/s ({PRODUCERS} paced producers, \
+            "### 2. Publish → receivable latency at {:.0}/s ({} paced producers, \
              {CONSUMERS_PER_QUEUE} consumers per queue, {:.0} s, {} alternating reps; ms)",
             plan.rate,
+            plan.latency_producers,
             plan.latency_window.as_secs_f64(),
             plan.latency_reps
         );
         println!();
-        println!("| engine | workload | achieved /s | send p50 | send p99 | e2e p50 | e2e p99 | e2e p99.9 | e2e max | e2e p99 per run | gateway cores | redis-server cores | acked | lost | duplicates | errors |");
-        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|");
+        println!("| engine | workload | achieved /s | send p50 | send p99 | e2e p50 | e2e p99 | e2e p99.9 | e2e max | e2e p99 per run | gateway cores | redis-server cores | machine cores busy | acked | lost | duplicates | errors |");
+        println!(
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"
+        );
         for store in [Store::Embedded, Store::Redis] {
             latency_phase(&stores, &load, &plan, store)?;
         }
