@@ -8,6 +8,8 @@
 //!   count; checks that every message is received and counts duplicates; prints a progress
 //!   line, then a summary, and appends a JSON record to `--json-out`.
 //! * `queues`: many queues with few messages each (memory per idle queue).
+//! * `fanout`: one publish, one copy in each of N queues: a Sluice topic with N subscriptions
+//!   or a RabbitMQ fanout exchange with N bound queues; `fanout-report` prints its table.
 //! * `noop-server`: the HTTP ceiling server.
 //! * `note`: appends a record saying a scenario was not available, or extra figures (e.g.
 //!   `redis-benchmark`'s).
@@ -16,6 +18,7 @@
 //! `tests/bench/run.sh` drives all of it; BENCHMARKS.md documents the script.
 
 mod drivers;
+mod fanout;
 mod fleet;
 mod load;
 mod noop;
@@ -49,6 +52,16 @@ enum Command {
     Load(LoadArgs),
     /// Create many queues with few messages each and report memory per queue.
     Queues(QueuesArgs),
+    /// Publish to a topic (Sluice) or fanout exchange (RabbitMQ) bound to N queues.
+    Fanout(FanoutArgs),
+    /// Print the Markdown table of a `fanout` results file.
+    FanoutReport {
+        #[arg(long)]
+        results: PathBuf,
+        /// The label the ratios are taken against.
+        #[arg(long, default_value = "rabbitmq")]
+        baseline: String,
+    },
     /// The disk's latency floor: `write` + `fdatasync` of one message in a loop, in DIR.
     FsyncProbe {
         /// A folder on the disk the servers write to.
@@ -216,6 +229,63 @@ struct QueuesArgs {
     /// Delete the queues again after measuring.
     #[arg(long)]
     cleanup: bool,
+}
+
+#[derive(clap::Args)]
+struct FanoutArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+    #[arg(long, default_value_t = 1)]
+    rep: u32,
+    /// Queues (subscriptions, or queues bound to the exchange).
+    #[arg(long, default_value_t = 10)]
+    queues: usize,
+    #[arg(long, default_value_t = 8)]
+    producers: usize,
+    /// Messages per publish request (Sluice: publish batch; RabbitMQ: publishes before
+    /// waiting for their confirms).
+    #[arg(long, default_value_t = 10)]
+    batch: usize,
+    #[arg(long, default_value_t = 1024)]
+    size: usize,
+    /// Seconds the producers publish.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// AMQP connections the producers' channels share.
+    #[arg(long, default_value_t = 2)]
+    amqp_connections: usize,
+}
+
+async fn fanout_command(args: FanoutArgs) -> Result<()> {
+    let t = &args.target;
+    let label = t
+        .label
+        .clone()
+        .unwrap_or_else(|| format!("{:?}", t.target).to_lowercase());
+    anyhow::ensure!((1..=10).contains(&args.batch), "--batch must be 1–10");
+    let plan = fanout::FanoutPlan {
+        queues: args.queues,
+        producers: args.producers,
+        batch: args.batch,
+        size: args.size.max(16),
+        duration: secs(args.duration)?,
+        amqp_connections: args.amqp_connections,
+    };
+    let servers = stats::Processes(t.server_pids.clone());
+    let work = async {
+        match t.target {
+            Target::Sluice => {
+                let token = t.token.as_deref().context("--token is needed for Sluice")?;
+                fanout::sluice(&t.url, token, &label, args.rep, &plan, &servers).await
+            }
+            Target::Amqp => fanout::rabbitmq(&t.url, &label, args.rep, &plan, &servers).await,
+            other => anyhow::bail!("fanout supports sluice and amqp, not {other:?}"),
+        }
+    };
+    let record = tokio::time::timeout(secs(t.max_seconds)?, work)
+        .await
+        .context("the run took longer than --max-seconds")??;
+    fanout::save(t.json_out.as_deref(), &record)
 }
 
 fn secs(s: f64) -> Result<Duration> {
@@ -495,6 +565,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Load(args) => load_command(args).await,
             Command::Queues(args) => queues_command(args).await,
+            Command::Fanout(args) => fanout_command(args).await,
+            Command::FanoutReport { results, baseline } => fanout::report(&results, &baseline),
             Command::NoopServer { listen, body_size } => noop::serve(&listen, body_size).await,
             Command::FsyncProbe {
                 dir,
