@@ -23,7 +23,7 @@ use sluice_engine::{
     Delivery, DeliveryOutcome, MessageAttribute, Millis, Publication, Published, QueueKey,
     QueueName, SubscriptionStats, TenantId, TopicKey,
 };
-use sluice_filter::{AttributeValue, FilterPolicy, FilterScope};
+use sluice_filter::{AttributeRef, FilterPolicy, FilterScope, MessageAttributes};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -315,25 +315,48 @@ fn check_subject(field: &str, subject: &str) -> Result<(), ServiceError> {
     Ok(())
 }
 
-fn matches(subscription: &CompiledSubscription, message: &PublishRequest) -> bool {
-    let Some(policy) = &subscription.policy else {
-        return true;
-    };
-    match policy.scope() {
-        FilterScope::Attributes => {
-            let attributes: BTreeMap<String, AttributeValue> = message
-                .attributes
-                .iter()
-                .map(|(name, a)| {
-                    (
-                        name.clone(),
-                        AttributeValue::new(a.data_type.clone(), a.value.clone()),
-                    )
-                })
-                .collect();
-            policy.matches_attributes(&attributes)
+/// A message's attributes as the filter library reads them, without copying them.
+struct FilterAttributes<'a>(&'a BTreeMap<String, MessageAttribute>);
+
+impl MessageAttributes for FilterAttributes<'_> {
+    fn attribute(&self, name: &str) -> Option<AttributeRef<'_>> {
+        self.0.get(name).map(|a| AttributeRef {
+            data_type: &a.data_type,
+            value: &a.value,
+        })
+    }
+}
+
+/// A message ready to be matched by every subscription of a topic: its body is parsed at most
+/// once per publish, however many body-scope policies look at it.
+struct Matchable<'a> {
+    attributes: FilterAttributes<'a>,
+    body: &'a str,
+    parsed_body: std::cell::OnceCell<Option<serde_json::Value>>,
+}
+
+impl<'a> Matchable<'a> {
+    fn new(message: &'a PublishRequest) -> Self {
+        Self {
+            attributes: FilterAttributes(&message.attributes),
+            body: &message.body,
+            parsed_body: std::cell::OnceCell::new(),
         }
-        FilterScope::Body => policy.matches_body(&message.body),
+    }
+
+    fn matches(&self, subscription: &CompiledSubscription) -> bool {
+        let Some(policy) = &subscription.policy else {
+            return true;
+        };
+        match policy.scope() {
+            FilterScope::Attributes => policy.matches_attributes(&self.attributes),
+            // A body that is not JSON matches no body-scope policy.
+            FilterScope::Body => self
+                .parsed_body
+                .get_or_init(|| serde_json::from_str(self.body).ok())
+                .as_ref()
+                .is_some_and(|body| policy.matches_body_json(body)),
+        }
     }
 }
 
@@ -960,9 +983,10 @@ impl Services {
         }
         let mut deliveries = Vec::new();
         let mut filtered_out = Vec::new();
+        let matchable = Matchable::new(&request);
         for subscription in subscriptions {
             let record = &subscription.record;
-            if matches(subscription, &request) {
+            if matchable.matches(subscription) {
                 deliveries.push(Delivery {
                     subscription_id: record.id.clone(),
                     queue: record.queue.clone(),
