@@ -73,9 +73,14 @@ impl QueueEntry {
     }
 
     pub(crate) fn info(&self, key: &QueueKey, state: &QueueState, now: Millis) -> QueueInfo {
+        self.info_of(key.clone(), state, now)
+    }
+
+    /// [`info`](Self::info), taking the key (a listing already owns one per queue).
+    pub(crate) fn info_of(&self, key: QueueKey, state: &QueueState, now: Millis) -> QueueInfo {
         QueueInfo {
-            tenant: key.tenant.clone(),
-            name: key.name.clone(),
+            tenant: key.tenant,
+            name: key.name,
             config: state.config.clone(),
             created_at: self.created_at,
             updated_at: state.updated_at,
