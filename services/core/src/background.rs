@@ -16,9 +16,9 @@
 //! each interrupted delivery exactly once (idempotent per publication and subscription), a redrive task is worked
 //! on by the one gateway holding its lease (see `redrive.rs`), and sampling only reads.
 
+use crate::metrics::QueueGauges;
 use crate::{ServiceError, Services};
 use sluice_engine::Clock;
-use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -94,23 +94,26 @@ impl Background {
         };
         let sampler = {
             let services = services.clone();
-            // Series seen by the last walk, so the next one can zero those that went away.
-            let previous = Arc::new(Mutex::new(BTreeSet::new()));
+            // The gauges' handles and last values, from walk to walk (see `metrics.rs`).
+            let kept = Arc::new(Mutex::new(QueueGauges::default()));
             supervise_paced(
                 "queue_sampler",
                 sample_period,
                 Some(SAMPLER_REST),
                 clock,
                 move || {
-                    let (services, previous) = (services.clone(), previous.clone());
+                    let (services, kept) = (services.clone(), kept.clone());
                     Box::pin(async move {
-                        let last = previous
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .clone();
-                        let seen = services.sample_queues(&last).await?;
-                        *previous.lock().unwrap_or_else(PoisonError::into_inner) = seen;
-                        Ok(())
+                        // Taken out for the walk and put back after it, failed or not. A round
+                        // that panics loses them: the next resolves its series afresh (and
+                        // cannot zero those of queues deleted in between, which the recorder
+                        // then forgets as it does any gauge left unset).
+                        let mut gauges = std::mem::take(
+                            &mut *kept.lock().unwrap_or_else(PoisonError::into_inner),
+                        );
+                        let result = services.sample_queues(&mut gauges).await;
+                        *kept.lock().unwrap_or_else(PoisonError::into_inner) = gauges;
+                        result
                     })
                 },
             )

@@ -4,7 +4,7 @@
 
 use crate::queue_entry::QueueEntry;
 use crate::store::{encode, WriteOp};
-use crate::topic_entry::{TopicEntry, TopicMap};
+use crate::topic_entry::{TopicEntry, TopicMap, TopicState};
 use crate::EmbeddedEngine;
 use sluice_engine::{EngineError, Millis, QueueKey, QueueName, TenantId, TenantRecord, TopicKey};
 use std::collections::{BTreeMap, HashMap};
@@ -65,7 +65,9 @@ impl EmbeddedEngine {
             .entry(key.tenant.clone())
             .or_default()
             .entry(key.name.clone())
-            .or_default();
+            .or_insert_with(|| {
+                TopicEntry::new(key.to_string(), TopicState::default(), &self.topic_due)
+            });
         Arc::clone(entry)
     }
 

@@ -316,9 +316,9 @@ impl DedupEntry {
 #[derive(Debug, Default)]
 pub(crate) struct Dedup {
     entries: HashMap<DedupKey, DedupEntry>,
-    /// `(seq, key)` in acceptance order, for pruning. A key accepted again after its window
-    /// appears twice; the older one no longer matches its entry's seq and is skipped.
-    order: VecDeque<(u64, DedupKey)>,
+    /// `(seq, accepted_at, key)` in acceptance order, for pruning. A key accepted again after
+    /// its window appears twice; the older one no longer matches its entry's seq and is skipped.
+    order: VecDeque<(u64, Millis, DedupKey)>,
 }
 
 impl Dedup {
@@ -328,7 +328,8 @@ impl Dedup {
     }
 
     pub(crate) fn record(&mut self, key: DedupKey, entry: DedupEntry) {
-        self.order.push_back((entry.seq, key.clone()));
+        self.order
+            .push_back((entry.seq, entry.accepted_at, key.clone()));
         self.entries.insert(key, entry);
     }
 
@@ -365,14 +366,14 @@ impl Dedup {
     /// store to delete.
     pub(crate) fn prune(&mut self, now: Millis) -> Vec<DedupKey> {
         let mut gone = Vec::new();
-        while let Some((seq, key)) = self.order.front() {
+        while let Some((seq, _, key)) = self.order.front() {
             match self.entries.get(key) {
                 Some(e) if e.seq == *seq => {
                     if !e.committed || e.live(now) {
                         break;
                     }
                     self.entries.remove(key);
-                    if let Some((_, key)) = self.order.pop_front() {
+                    if let Some((_, _, key)) = self.order.pop_front() {
                         gone.push(key);
                     }
                 }
@@ -383,6 +384,17 @@ impl Dedup {
             }
         }
         gone
+    }
+
+    /// When [`prune`](Self::prune) may next have something to drop: the end of the oldest
+    /// record's window ([`Millis::MAX`] if none). Records are kept in acceptance order, so none
+    /// ends much before it (concurrent sends may record a few milliseconds out of order).
+    pub(crate) fn next_due(&self) -> Millis {
+        self.order
+            .front()
+            .map_or(Millis::MAX, |&(_, accepted_at, _)| {
+                accepted_at.saturating_add(DEDUPLICATION_WINDOW_MS)
+            })
     }
 
     pub(crate) fn clear(&mut self) {
@@ -439,6 +451,14 @@ impl Attempts {
             }
             self.pop_oldest();
         }
+    }
+
+    /// When [`prune`](Self::prune) may next have something to drop ([`Millis::MAX`] if
+    /// nothing is remembered).
+    pub(crate) fn next_due(&self) -> Millis {
+        self.order.front().map_or(Millis::MAX, |&(at, _)| {
+            at.saturating_add(RECEIVE_ATTEMPT_WINDOW_MS)
+        })
     }
 
     fn pop_oldest(&mut self) {

@@ -417,3 +417,41 @@ async fn a_format_1_file_is_migrated() {
     let engine = open(dir.path());
     assert_eq!(depth(&engine, &q, 0).await, 1);
 }
+
+#[tokio::test]
+async fn the_sweep_is_due_when_a_deduplication_record_or_attempt_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let q = fifo_queue(&engine, "q.fifo", DeduplicationScope::Queue).await;
+    assert_eq!(engine.queue_due.len(), 0);
+    send_one(&engine, &q, msg("a", "g", Some("d"), 0), 0).await;
+    // The record's window ends long before the message's retention.
+    assert_eq!(engine.queue_due.first(), Some(DEDUPLICATION_WINDOW_MS));
+    let got = engine.receive(&q, 1, 30, Some("r"), 1_000).await.unwrap();
+    engine
+        .delete(&q, &[got.messages[0].receipt_handle.clone()], 1_000)
+        .await
+        .unwrap();
+    // The record is forgotten; the attempt remembered after it is due next.
+    engine.expire(DEDUPLICATION_WINDOW_MS).await.unwrap();
+    assert_eq!(
+        engine.queue_due.first(),
+        Some(1_000 + RECEIVE_ATTEMPT_WINDOW_MS)
+    );
+    engine
+        .expire(1_000 + RECEIVE_ATTEMPT_WINDOW_MS)
+        .await
+        .unwrap();
+    // Nothing is left to do: no message, no record, no attempt.
+    assert_eq!(engine.queue_due.len(), 0);
+    assert!(
+        !send_one(
+            &engine,
+            &q,
+            msg("b", "g", Some("d"), 0),
+            DEDUPLICATION_WINDOW_MS
+        )
+        .await
+        .duplicate
+    );
+}

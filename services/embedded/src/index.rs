@@ -698,6 +698,22 @@ impl QueueState {
         stats
     }
 
+    /// The earliest instant the retention sweep may have work here: the end of the retention
+    /// of the oldest message (by its lower bound, so perhaps earlier), of the oldest FIFO
+    /// deduplication record's window or of the oldest remembered receive attempt's;
+    /// [`Millis::MAX`] if none. Cheap: asked each time the queue's lock is released.
+    pub(crate) fn next_due(&self) -> Millis {
+        let mut due = if self.messages.is_empty() {
+            Millis::MAX
+        } else {
+            self.oldest_hint.saturating_add(self.retention_ms())
+        };
+        if let Some(fifo) = self.fifo.as_deref() {
+            due = due.min(fifo.dedup.next_due()).min(fifo.attempts.next_due());
+        }
+        due
+    }
+
     /// Removes every message whose retention has ended by `now`; answers their seqs.
     pub(crate) fn take_expired(&mut self, now: Millis) -> Vec<u64> {
         let retention = self.retention_ms();
@@ -749,6 +765,16 @@ impl QueueState {
     /// A receiver of the change counter (its current value counts as seen).
     pub(crate) fn subscribe(&self) -> Option<watch::Receiver<u64>> {
         self.changes.as_ref().map(watch::Sender::subscribe)
+    }
+}
+
+impl crate::due::Due for QueueState {
+    fn next_due(&self) -> Millis {
+        QueueState::next_due(self)
+    }
+
+    fn gone(&self) -> bool {
+        self.deleted
     }
 }
 

@@ -58,13 +58,16 @@
 //! **Layout.** `lib.rs` holds [`EmbeddedEngine`] and its opening and implements the engine
 //! traits by delegating to one module per operation under `ops/`. Shared by those: `catalog.rs`
 //! (the in-memory maps of queues, tenants, tombstones and topics), `queue_entry.rs` (one queue
-//! in memory), `topic_entry.rs` (one topic's state in memory), `delivery.rs` (reading messages back, checking handles), `open.rs` (rebuilding
+//! in memory), `topic_entry.rs` (one topic's state in memory), `due.rs` (the retention sweep's
+//! index of queues and topics by when it next has work for them, kept up to date as each one's
+//! lock is released), `delivery.rs` (reading messages back, checking handles), `open.rs` (rebuilding
 //! memory from disk) and `ops/transfer.rs` (moving messages between two queues, for
 //! `ops/receive.rs`, `ops/dead_letter.rs` and `ops/redrive.rs`). Below them: `index.rs` ->
 //! `fifo.rs` -> `message.rs`, and `store.rs`.
 
 mod catalog;
 mod delivery;
+mod due;
 mod fifo;
 mod index;
 mod message;
@@ -77,6 +80,7 @@ mod topic_entry;
 
 use async_trait::async_trait;
 use catalog::{QueueMap, TenantMap, TombstoneMap};
+use queue_entry::QueueDue;
 use sluice_engine::{
     DeadLetterRefusal, EngineError, HandleError, HandleKey, MessageState, Messages, Millis,
     NewMessage, Publication, Published, Publishing, QueueConfig, QueueInfo, QueueKey,
@@ -88,7 +92,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use store::Store;
-use topic_entry::TopicMap;
+use topic_entry::{TopicDue, TopicMap};
 
 /// The file the engine keeps in its directory.
 pub const DATABASE_FILE: &str = "sluice.redb";
@@ -123,6 +127,10 @@ pub struct EmbeddedEngine {
     /// publish and released before the topic's own lock is taken; deletions hold it across
     /// their submission (see `ops/topics.rs`).
     topics: Mutex<TopicMap>,
+    /// The queues by when the retention sweep next has work for them (`due.rs`).
+    queue_due: Arc<QueueDue>,
+    /// The topics likewise (FIFO topics' deduplication records).
+    topic_due: Arc<TopicDue>,
     /// Serialises catalog changes (queues, tenants) across their commit, so two creations of
     /// one name cannot both win. These are rare; message operations never take it.
     admin: tokio::sync::Mutex<()>,

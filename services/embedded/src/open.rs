@@ -5,9 +5,9 @@
 use crate::catalog::{QueueMap, TombstoneMap};
 use crate::fifo::{DedupEntry, DedupKey};
 use crate::index::QueueState;
-use crate::queue_entry::QueueEntry;
+use crate::queue_entry::{QueueDue, QueueEntry};
 use crate::store::{self, Store};
-use crate::topic_entry::{TopicEntry, TopicMap, TopicState};
+use crate::topic_entry::{TopicDue, TopicEntry, TopicMap, TopicState};
 use crate::{secret, EmbeddedEngine, EmbeddedOptions};
 use sluice_engine::{EngineError, Millis, QueueKey, QueueName, TenantId};
 use std::collections::{BTreeMap, HashMap};
@@ -62,19 +62,21 @@ impl EmbeddedEngine {
             }
         }
 
+        let topic_due = Arc::new(TopicDue::default());
         let mut topics = TopicMap::new();
-        for (key, stored) in store::read_topics(&db)? {
-            let key = parse_queue_key(&key)?;
+        for (text, stored) in store::read_topics(&db)? {
+            let key = parse_queue_key(&text)?;
             let state = TopicState::load(stored.next_seq, stored.dedup, stored.stats);
             topics
                 .entry(key.tenant)
                 .or_default()
-                .insert(key.name, Arc::new(TopicEntry::new(state)));
+                .insert(key.name, TopicEntry::new(text, state, &topic_due));
         }
 
+        let queue_due = Arc::new(QueueDue::default());
         let mut queues = QueueMap::new();
         for (uid, (key, created_at, state)) in by_uid {
-            let entry = Arc::new(QueueEntry::new(uid, created_at, state));
+            let entry = QueueEntry::new(uid, created_at, state, &queue_due);
             queues
                 .entry(key.tenant)
                 .or_default()
@@ -104,6 +106,8 @@ impl EmbeddedEngine {
             tenants: Arc::new(RwLock::new(tenants)),
             tombstones: Arc::new(RwLock::new(tombstones)),
             topics: Mutex::new(topics),
+            queue_due,
+            topic_due,
             admin: tokio::sync::Mutex::new(()),
             handle_key,
         })

@@ -277,6 +277,69 @@ async fn expired_messages_are_deleted_durably() {
 }
 
 #[tokio::test]
+async fn the_sweep_visits_only_queues_with_something_due() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = QueueConfig::with_defaults(1024);
+    config.message_retention_seconds = 60;
+    let (busy, drained, idle) = (key("t", "busy"), key("t", "drained"), key("t", "idle"));
+    {
+        let engine = open(dir.path(), CommitMode::Group);
+        for q in [&busy, &drained, &idle] {
+            engine.put_queue(q, config.clone(), 0).await.unwrap();
+        }
+        // Empty queues are filed nowhere: a round costs them nothing.
+        assert_eq!(engine.queue_due.len(), 0);
+        engine.send(&busy, vec![message("a", 0)], 0).await.unwrap();
+        engine
+            .send(&busy, vec![message("b", 0)], 1_000)
+            .await
+            .unwrap();
+        engine
+            .send(&drained, vec![message("c", 0)], 2_000)
+            .await
+            .unwrap();
+        // Filed under its oldest message's expiry; a later send does not file it again.
+        assert_eq!(engine.queue_due.len(), 2);
+        assert_eq!(engine.queue_due.first(), Some(60_000));
+        // A shorter retention brings the expiry forward: filed there too.
+        let mut shorter = config.clone();
+        shorter.message_retention_seconds = 30;
+        engine.put_queue(&drained, shorter, 2_000).await.unwrap();
+        assert_eq!(engine.queue_due.first(), Some(32_000));
+        // Its consumer takes the message: the entry stays, costs one look, and goes (the one
+        // under the old retention's expiry too, in its turn).
+        let got = engine.receive(&drained, 1, 30, None, 3_000).await.unwrap();
+        let handle = got.messages[0].receipt_handle.clone();
+        engine.delete(&drained, &[handle], 3_000).await.unwrap();
+        assert_eq!(engine.expire(32_000).await.unwrap(), 0);
+        assert_eq!(engine.queue_due.len(), 2);
+        // Due: expired, and filed again under the next message's expiry.
+        assert_eq!(engine.expire(60_000).await.unwrap(), 1);
+        assert_eq!(engine.queue_due.first(), Some(61_000));
+        assert_eq!(engine.expire(62_000).await.unwrap(), 1);
+        assert_eq!(engine.queue_due.len(), 0);
+        engine
+            .send(&busy, vec![message("e", 0)], 1_000)
+            .await
+            .unwrap();
+    }
+    // Re-opened: filed from what was loaded.
+    let engine = open(dir.path(), CommitMode::Group);
+    assert_eq!(engine.queue_due.first(), Some(61_000));
+    assert_eq!(engine.expire(60_999).await.unwrap(), 0);
+    assert_eq!(engine.expire(61_000).await.unwrap(), 1);
+    assert_eq!(engine.queue_due.len(), 0);
+    // A deleted queue is taken out.
+    engine
+        .send(&idle, vec![message("d", 0)], 5_000)
+        .await
+        .unwrap();
+    assert_eq!(engine.queue_due.len(), 1);
+    engine.delete_queue(&idle).await.unwrap();
+    assert_eq!(engine.queue_due.len(), 0);
+}
+
+#[tokio::test]
 async fn a_listener_wakes_on_send_and_on_queue_deletion() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), CommitMode::Group);

@@ -9,32 +9,65 @@
 //! concurrent publish with the same id is already a duplicate) and confirmed or dropped with the
 //! commit's outcome; counters change only once their commit is durable.
 
+use crate::due::{Due, DueGuard, DueIndex, Filed, Slot};
 use crate::fifo::{Dedup, DedupEntry, DedupKey};
 use sluice_engine::{Millis, QueueName, SubscriptionStats, TenantId};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, Weak};
 
 /// Per tenant, the topics that have state (or are being published to).
 pub(crate) type TopicMap = HashMap<TenantId, HashMap<QueueName, Arc<TopicEntry>>>;
 
+/// The topics' due index (see `due.rs`): FIFO topics by when their oldest deduplication
+/// record's window ends.
+pub(crate) type TopicDue = DueIndex<TopicEntry>;
+
+/// A topic's state, locked; releasing it files the topic in the due index if its oldest
+/// deduplication record's end came forward.
+pub(crate) type TopicGuard<'a> = DueGuard<'a, TopicState, TopicEntry>;
+
 /// One topic incarnation in memory.
-#[derive(Debug, Default)]
 pub(crate) struct TopicEntry {
-    state: Mutex<TopicState>,
+    /// `"tenant/name"`, as the `topic_*` tables key it.
+    pub(crate) key: String,
+    state: Mutex<Filed<TopicState>>,
+    /// Where the sweep finds it.
+    due: Slot<TopicEntry>,
 }
 
 impl TopicEntry {
-    pub(crate) fn new(state: TopicState) -> Self {
-        Self {
-            state: Mutex::new(state),
-        }
+    /// The entry of topic `key` (`"tenant/name"`), filed in `due` if its state already has
+    /// deduplication records (loaded at start-up).
+    pub(crate) fn new(key: String, state: TopicState, due: &Arc<TopicDue>) -> Arc<Self> {
+        let entry = Arc::new_cyclic(|me: &Weak<Self>| Self {
+            key,
+            state: Mutex::new(Filed::new(state)),
+            due: Slot {
+                index: Arc::clone(due),
+                id: due.new_id(),
+                me: Weak::clone(me),
+            },
+        });
+        drop(entry.lock());
+        entry
     }
 
     /// Held by a publish from its sequence numbers until its copies are submitted, so every
     /// queue receives a FIFO topic's copies in sequence-number order.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, TopicState> {
-        // A panic under this lock leaves at worst a stale record, never a broken store.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn lock(&self) -> TopicGuard<'_> {
+        // A panic under this lock leaves at worst a stale record, never a broken store
+        // (poisoning is ignored).
+        DueGuard::lock(&self.state, &self.due)
+    }
+}
+
+impl Due for TopicState {
+    fn next_due(&self) -> Millis {
+        self.dedup.next_due()
+    }
+
+    fn gone(&self) -> bool {
+        self.deleted
     }
 }
 

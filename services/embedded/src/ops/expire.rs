@@ -1,29 +1,26 @@
 //! `expire`: the periodic sweep that deletes messages past retention and forgets FIFO
-//! deduplication records past their window (of queues and of topics, so an idle one does not
-//! keep them).
+//! deduplication records (and receive attempts) past their window, of queues and of topics, so
+//! an idle one does not keep them. A round visits only the queues and topics the due index
+//! (`due.rs`) holds as due by `now`, so it costs what is due, not one look per queue.
 
-use crate::catalog::{read, topics};
 use crate::ops::topics::forget_dedup;
-use crate::queue_entry::QueueEntry;
 use crate::store::WriteOp;
-use crate::topic_entry::TopicEntry;
 use crate::EmbeddedEngine;
 use sluice_engine::{EngineError, Millis};
-use std::collections::BTreeMap;
-use std::sync::Arc;
 
 impl EmbeddedEngine {
     /// Answers how many messages were deleted, once those deletions are durable.
     pub(crate) async fn expire(&self, now: Millis) -> Result<u64, EngineError> {
-        let entries: Vec<Arc<QueueEntry>> = read(&self.queues)
-            .values()
-            .flat_map(BTreeMap::values)
-            .cloned()
-            .collect();
         let mut count = 0;
         let mut pending = Vec::new();
-        for entry in entries {
+        for entry in self.queue_due.take_due(now) {
+            // Gone from memory: deleted, and nothing left to do.
+            let Some(entry) = entry.upgrade() else {
+                continue;
+            };
             let mut state = entry.lock();
+            // Released at the end of this turn, which files it again under what is due next.
+            state.taken_at(now);
             if state.deleted {
                 continue;
             }
@@ -44,19 +41,16 @@ impl EmbeddedEngine {
                 });
             }
             if !ops.is_empty() {
+                // Under the queue's lock, so it lands before anything later done to the queue.
                 pending.push(self.store.submit(ops));
             }
         }
-        let topics: Vec<(String, Arc<TopicEntry>)> = topics(&self.topics)
-            .iter()
-            .flat_map(|(tenant, names)| {
-                names
-                    .iter()
-                    .map(move |(name, entry)| (format!("{tenant}/{name}"), Arc::clone(entry)))
-            })
-            .collect();
-        for (key, entry) in topics {
+        for entry in self.topic_due.take_due(now) {
+            let Some(entry) = entry.upgrade() else {
+                continue;
+            };
             let mut state = entry.lock();
+            state.taken_at(now);
             if state.deleted {
                 continue;
             }
@@ -64,7 +58,10 @@ impl EmbeddedEngine {
             if !forget.is_empty() {
                 // Under the topic's lock, so it lands before a later publish records an id
                 // again.
-                pending.push(self.store.submit(vec![forget_dedup(key, forget)]));
+                pending.push(
+                    self.store
+                        .submit(vec![forget_dedup(entry.key.clone(), forget)]),
+                );
             }
         }
         for p in pending {

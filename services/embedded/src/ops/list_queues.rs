@@ -36,8 +36,7 @@ impl EmbeddedEngine {
             .into_iter()
             .filter_map(|(name, entry)| {
                 let state = entry.live().ok()?;
-                let key = QueueKey::new(tenant.clone(), name);
-                Some(entry.info(&key, &state, now))
+                Some(entry.info_of(QueueKey::new(tenant.clone(), name), &state, now))
             })
             .collect())
     }

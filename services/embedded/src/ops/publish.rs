@@ -18,7 +18,7 @@
 
 use crate::index::{Accepted, QueueState};
 use crate::ops::topics::forget_dedup;
-use crate::queue_entry::QueueEntry;
+use crate::queue_entry::{QueueEntry, QueueGuard};
 use crate::store::{
     encode, BodyRecord, EncodedMessage, MetaRecord, Pending, TopicDedupRecord, WriteOp,
 };
@@ -29,7 +29,7 @@ use sluice_engine::{
     QueueKey, QueueName, SubscriptionStats, TopicKey,
 };
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 
 /// What becomes of one publication, decided under the topic's lock.
 #[derive(Debug, Clone)]
@@ -498,7 +498,7 @@ fn admit(
 struct LockedQueues<'a> {
     /// The index in `guards` of each queue by name.
     by_name: HashMap<&'a QueueName, usize>,
-    guards: Vec<(&'a Arc<QueueEntry>, MutexGuard<'a, QueueState>)>,
+    guards: Vec<(&'a Arc<QueueEntry>, QueueGuard<'a>)>,
 }
 
 impl<'a> LockedQueues<'a> {

@@ -72,11 +72,12 @@ impl EmbeddedEngine {
                 entry
             }
             None => {
-                let entry = Arc::new(QueueEntry::new(
+                let entry = QueueEntry::new(
                     uid,
                     created_at,
                     QueueState::new(config, now, 1, key.name.is_fifo()),
-                ));
+                    &self.queue_due,
+                );
                 let (queues, target, key) =
                     (Arc::clone(&self.queues), Arc::clone(&entry), key.clone());
                 let pending = self.store.submit_then(vec![op], move |committed| {

@@ -10,17 +10,17 @@
 //! deletion or removal in either queue, so the rows it moves still exist when it is applied.
 
 use crate::index::{Accepted, QueueState, Taken};
-use crate::queue_entry::QueueEntry;
+use crate::queue_entry::{QueueEntry, QueueGuard};
 use crate::store::{Arrival, Pending, WriteOp};
 use crate::EmbeddedEngine;
 use sluice_engine::{DeadLetter, Millis};
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 
 /// The two queues of a move, locked.
 pub(crate) struct Locked<'a> {
-    source: MutexGuard<'a, QueueState>,
+    source: QueueGuard<'a>,
     /// `None` when the destination is the source itself.
-    destination: Option<MutexGuard<'a, QueueState>>,
+    destination: Option<QueueGuard<'a>>,
 }
 
 impl<'a> Locked<'a> {
