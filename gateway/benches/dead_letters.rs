@@ -30,19 +30,20 @@
 //! nothing due.
 
 mod common;
+#[path = "common/phases.rs"]
+mod phases;
 
-use common::{expect_status, start_gateway, Http};
+use common::{expect_status, Http};
+use phases::{load_runtime, wanted, Store, Stores};
 use serde_json::Value;
 use sluice_bench_support::flow::{Driver as _, BODY_BYTES};
 use sluice_bench_support::stats::{median_or_nan as median, runs};
 use sluice_bench_support::system::{own_cpu_seconds, scratch_base};
 use sluice_bench_support::BenchResult;
-use sluice_gateway::config::CommonArgs;
 use sluice_testkit::RedisServer;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write as _};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -95,55 +96,6 @@ impl Plan {
             due_queues: 200,
             due_send_window: Duration::from_secs(2),
         }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Store {
-    Embedded,
-    Redis,
-}
-
-impl Store {
-    fn label(self) -> &'static str {
-        match self {
-            Store::Embedded => "embedded",
-            Store::Redis => "Redis",
-        }
-    }
-}
-
-/// Where the gateways of this run keep their data.
-struct Stores {
-    redis: RedisServer,
-    scratch: PathBuf,
-}
-
-impl Stores {
-    /// Starts a gateway for one phase on a runtime of its own, over a fresh data folder and (on
-    /// Redis) a fresh key prefix, so nothing of an earlier phase is in it.
-    fn gateway(&self, store: Store, phase: &str) -> BenchResult<(tokio::runtime::Runtime, Http)> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("sluice-srv")
-            .enable_all()
-            .build()?;
-        let data_dir = self.scratch.join(format!("{}-{phase}", store.label()));
-        std::fs::create_dir_all(&data_dir)?;
-        let args = match store {
-            Store::Embedded => CommonArgs {
-                data_dir: Some(data_dir),
-                ..Default::default()
-            },
-            Store::Redis => CommonArgs {
-                data_dir: Some(data_dir),
-                store: Some(self.redis.url()),
-                redis_key_prefix: Some(prefix(phase)),
-                ..Default::default()
-            },
-        };
-        let http = runtime.block_on(start_gateway(args, TENANT))?;
-        Ok((runtime, http))
     }
 }
 
@@ -620,7 +572,7 @@ fn idle_cpu(
     plan: &Plan,
     store: Store,
 ) -> BenchResult<()> {
-    let (server, http) = stores.gateway(store, "idle")?;
+    let (server, http) = stores.gateway(store, "idle", prefix("idle"), TENANT)?;
     let redis = (store == Store::Redis).then_some(&stores.redis);
     std::thread::sleep(plan.settle);
     let empty = measure_idle(redis, plan.idle_window)?;
@@ -718,7 +670,7 @@ fn due_work(
     plan: &Plan,
     quick: bool,
 ) -> BenchResult<()> {
-    let (server, http) = stores.gateway(Store::Redis, "due")?;
+    let (server, http) = stores.gateway(Store::Redis, "due", prefix("due"), TENANT)?;
     let redis = &stores.redis;
     let retention_ms = 60_000u64;
     let config = serde_json::json!({"message_retention_seconds": retention_ms / 1000});
@@ -852,14 +804,6 @@ fn due_work(
     Ok(())
 }
 
-/// Whether `SLUICE_BENCH_PHASES` (a comma-separated list of phase numbers; all when unset)
-/// asks for phase `n`: a profile of one phase need not wait through the others.
-fn wanted(n: u8) -> bool {
-    std::env::var("SLUICE_BENCH_PHASES").map_or(true, |list| {
-        list.split(',').any(|p| p.trim().parse() == Ok(n))
-    })
-}
-
 fn main() -> BenchResult<()> {
     let quick = sluice_bench_support::quick();
     let plan = if quick { Plan::quick() } else { Plan::full() };
@@ -871,11 +815,7 @@ fn main() -> BenchResult<()> {
         redis: RedisServer::start()?,
         scratch: scratch.path().to_path_buf(),
     };
-    let load = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("bench-load")
-        .enable_all()
-        .build()?;
+    let load = load_runtime()?;
     let started = Instant::now();
     println!(
         "## sluice-gateway: dead letters and background work{}",
@@ -899,7 +839,7 @@ fn main() -> BenchResult<()> {
         println!("| engine | no policy msgs/s (runs) | median | with policy msgs/s (runs) | median | ratio per rep | ratio (median) | DLQ depth after |");
         println!("|---|---|---:|---|---:|---|---:|---:|");
         for store in [Store::Embedded, Store::Redis] {
-            let (server, http) = stores.gateway(store, "policy")?;
+            let (server, http) = stores.gateway(store, "policy", prefix("policy"), TENANT)?;
             load.block_on(policy_overhead(&http, &plan, store))?;
             drop(server);
         }
@@ -914,7 +854,7 @@ fn main() -> BenchResult<()> {
         println!("| engine | asked /s | elapsed s | moved | achieved /s | achieved / asked | after 1st s /s | after 1st s / asked | status at end |");
         println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
         for store in [Store::Embedded, Store::Redis] {
-            let (server, http) = stores.gateway(store, "redrive")?;
+            let (server, http) = stores.gateway(store, "redrive", prefix("redrive"), TENANT)?;
             load.block_on(redrive_rates(&http, &plan, store))?;
             drop(server);
         }

@@ -23,9 +23,12 @@
 //! `SLUICE_BENCH_LATENCY_PRODUCERS=<n>` sets phase 2's paced publishers (default 8).
 
 mod common;
+#[path = "common/phases.rs"]
+mod phases;
 
-use common::{expect_status, start_gateway, Http, HttpDriver};
+use common::{expect_status, Http, HttpDriver};
 use futures_util::future::join_all;
+use phases::{load_runtime, wanted, Store, Stores};
 use serde_json::Value;
 use sluice_bench_support::flow::{padded_body, Driver as _, BODY_BYTES};
 use sluice_bench_support::stats::{median_or_nan as median, runs, Latencies};
@@ -33,11 +36,9 @@ use sluice_bench_support::system::{machine_cpu, scratch_base, threads_cpu_second
 use sluice_bench_support::BenchResult;
 use sluice_engine::TenantId;
 use sluice_gateway::auth::{Auth, KeyMaterial, Scope};
-use sluice_gateway::config::CommonArgs;
 use sluice_gateway::secret::Secret;
 use sluice_testkit::RedisServer;
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -93,53 +94,17 @@ fn latency_producers() -> usize {
         .unwrap_or(PRODUCERS)
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Store {
-    Embedded,
-    Redis,
-}
-
-impl Store {
-    fn label(self) -> &'static str {
-        match self {
-            Store::Embedded => "embedded",
-            Store::Redis => "Redis",
-        }
-    }
-}
-
-struct Stores {
-    redis: RedisServer,
-    scratch: PathBuf,
-}
-
-impl Stores {
-    /// A gateway for one phase on a runtime of its own, over a fresh data folder and (on Redis)
-    /// a fresh key prefix, with a token that may also manage and publish to topics.
-    fn gateway(&self, store: Store, phase: &str) -> BenchResult<(tokio::runtime::Runtime, Http)> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("sluice-srv")
-            .enable_all()
-            .build()?;
-        let data_dir = self.scratch.join(format!("{}-{phase}", store.label()));
-        std::fs::create_dir_all(&data_dir)?;
-        let args = match store {
-            Store::Embedded => CommonArgs {
-                data_dir: Some(data_dir),
-                ..Default::default()
-            },
-            Store::Redis => CommonArgs {
-                data_dir: Some(data_dir),
-                store: Some(self.redis.url()),
-                redis_key_prefix: Some(format!("bench-topics-{phase}")),
-                ..Default::default()
-            },
-        };
-        let mut http = runtime.block_on(start_gateway(args, TENANT))?;
-        http.bearer = format!("Bearer {}", topic_token()?);
-        Ok((runtime, http))
-    }
+/// A gateway for one phase (see [`Stores::gateway`]), with a token that may also manage and
+/// publish to topics.
+fn topic_gateway(
+    stores: &Stores,
+    store: Store,
+    phase: &str,
+) -> BenchResult<(tokio::runtime::Runtime, Http)> {
+    let (runtime, mut http) =
+        stores.gateway(store, phase, format!("bench-topics-{phase}"), TENANT)?;
+    http.bearer = format!("Bearer {}", topic_token()?);
+    Ok((runtime, http))
 }
 
 /// A token for `TENANT` with every queue and topic scope, signed with the gateway's secret.
@@ -471,7 +436,7 @@ fn fan_out_phase(
     plan: &Plan,
     store: Store,
 ) -> BenchResult<()> {
-    let (server, http) = stores.gateway(store, "fan")?;
+    let (server, http) = topic_gateway(stores, store, "fan")?;
     let mut results: [Vec<FanRun>; 2] = [Vec::new(), Vec::new()];
     let mut ratios = Vec::new();
     for rep in 1..=plan.repetitions {
@@ -832,7 +797,7 @@ fn latency_phase(
     plan: &Plan,
     store: Store,
 ) -> BenchResult<()> {
-    let (server, http) = stores.gateway(store, "latency")?;
+    let (server, http) = topic_gateway(stores, store, "latency")?;
     let arms = [LatencyArm::Publish, LatencyArm::Send];
     let mut results: [Vec<LatencyRun>; 2] = [Vec::new(), Vec::new()];
     for rep in 1..=plan.latency_reps {
@@ -913,13 +878,6 @@ fn latency_phase(
     Ok(())
 }
 
-/// Whether `SLUICE_BENCH_PHASES` (comma-separated phase numbers; all when unset) asks for `n`.
-fn wanted(n: u8) -> bool {
-    std::env::var("SLUICE_BENCH_PHASES").map_or(true, |list| {
-        list.split(',').any(|p| p.trim().parse() == Ok(n))
-    })
-}
-
 fn main() -> BenchResult<()> {
     let quick = sluice_bench_support::quick();
     let plan = if quick { Plan::quick() } else { Plan::full() };
@@ -931,11 +889,7 @@ fn main() -> BenchResult<()> {
         redis: RedisServer::start()?,
         scratch: scratch.path().to_path_buf(),
     };
-    let load = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("bench-load")
-        .enable_all()
-        .build()?;
+    let load = load_runtime()?;
     let started = Instant::now();
     println!(
         "## sluice-gateway: topics{}",
