@@ -7,6 +7,7 @@
 //! Slice 1 serves STS `GetCallerIdentity` ([`sts`]); every other service and action answers
 //! `InvalidAction` in the Query protocol's XML error shape.
 
+pub mod query;
 pub mod sigv4;
 pub mod sts;
 
@@ -184,7 +185,9 @@ pub fn xml_response(status: StatusCode, body: String, request_id: &str) -> Respo
     response
 }
 
-/// Escapes text for XML element content and attributes.
+/// Escapes text for XML element content and attributes. A carriage return is written as a
+/// character reference, since XML parsers turn a literal one into a line feed and a message
+/// body must read back byte-for-byte.
 pub fn xml_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -194,6 +197,7 @@ pub fn xml_escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
+            '\r' => out.push_str("&#xD;"),
             c => out.push(c),
         }
     }
