@@ -9,6 +9,7 @@
 
 pub mod query;
 pub mod sigv4;
+pub mod sns;
 pub mod sts;
 
 use crate::error::{current_request_id, ApiError};
@@ -115,17 +116,7 @@ impl AwsError {
     /// The Query protocol's XML error answer, in the namespace of `service`.
     pub fn query_response(&self, service: &str) -> Response {
         let (status, code, sender, message) = self.classify();
-        let request_id = current_request_id();
-        let body = format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ErrorResponse xmlns=\"{}\">\
-             <Error><Type>{}</Type><Code>{code}</Code><Message>{}</Message></Error>\
-             <RequestId>{}</RequestId></ErrorResponse>",
-            namespace(service),
-            if sender { "Sender" } else { "Receiver" },
-            xml_escape(&message),
-            xml_escape(&request_id),
-        );
-        xml_response(status, body, &request_id)
+        query::error_answer(service, status, code, sender, &message)
     }
 }
 
@@ -286,6 +277,7 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
     match (service.as_str(), action) {
         ("sts", Some(action)) => sts::handle(&caller, &action, version),
         ("sts", None) => AwsError::MissingAction.query_response(&service),
+        ("sns", _) => sns::handle(&state, &caller, &params).await,
         (_, action) => AwsError::InvalidAction(format!(
             "Could not find operation {} for version {}: the {service} service is not served yet",
             action.as_deref().or(target).unwrap_or("(none)"),

@@ -355,6 +355,32 @@ impl XmlAnswer {
     }
 }
 
+/// The Query protocol's XML error answer, in the namespace of `service`: every service's own
+/// codes (SNS's `NotFound`, SQS's `QueueDoesNotExist`, …) and the shared ones of [`AwsError`]
+/// are written by this one function.
+///
+/// [`AwsError`]: super::AwsError
+pub fn error_answer(
+    service: &str,
+    status: StatusCode,
+    code: &str,
+    sender: bool,
+    message: &str,
+) -> Response {
+    let request_id = current_request_id();
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ErrorResponse xmlns=\"{}\">\
+         <Error><Type>{}</Type><Code>{}</Code><Message>{}</Message></Error>\
+         <RequestId>{}</RequestId></ErrorResponse>",
+        namespace(service),
+        if sender { "Sender" } else { "Receiver" },
+        xml_escape(code),
+        xml_escape(message),
+        xml_escape(&request_id),
+    );
+    xml_response(status, body, &request_id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
