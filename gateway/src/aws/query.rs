@@ -284,6 +284,7 @@ pub struct XmlAnswer {
     action: String,
     body: String,
     open: Vec<String>,
+    empty_result: bool,
 }
 
 impl XmlAnswer {
@@ -294,7 +295,15 @@ impl XmlAnswer {
             action: action.to_owned(),
             body: String::new(),
             open: Vec::new(),
+            empty_result: false,
         }
+    }
+
+    /// Writes the result element even when it stays empty, for actions whose output is an
+    /// empty structure (SNS's `TagResource`): SDKs look for `<{Action}Result>` there.
+    pub fn empty_result(&mut self) -> &mut Self {
+        self.empty_result = true;
+        self
     }
 
     /// `<name>text</name>`, the text escaped.
@@ -335,7 +344,7 @@ impl XmlAnswer {
             self.close();
         }
         let action = &self.action;
-        let result = if self.body.is_empty() {
+        let result = if self.body.is_empty() && !self.empty_result {
             String::new()
         } else {
             format!("<{action}Result>{}</{action}Result>", self.body)

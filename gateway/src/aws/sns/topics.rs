@@ -310,7 +310,9 @@ pub async fn tag_resource(
         .change_topic(cx.tenant, name, change)
         .await
         .map_err(SnsError::of_tagging)?;
-    Ok(XmlAnswer::new("sns", action))
+    let mut answer = XmlAnswer::new("sns", action);
+    answer.empty_result();
+    Ok(answer)
 }
 
 /// `UntagResource`.
@@ -333,7 +335,9 @@ pub async fn untag_resource(
         .change_topic(cx.tenant, name, change)
         .await
         .map_err(SnsError::of_tagging)?;
-    Ok(XmlAnswer::new("sns", action))
+    let mut answer = XmlAnswer::new("sns", action);
+    answer.empty_result();
+    Ok(answer)
 }
 
 /// `ListTagsForResource`.
