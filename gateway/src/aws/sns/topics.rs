@@ -128,7 +128,7 @@ pub async fn create_topic(
             }
         }
     }
-    if fifo_name && input.attributes.get("FifoTopic").is_none() {
+    if fifo_name && !input.attributes.contains_key("FifoTopic") {
         return Err(SnsError::invalid(
             "Topic Name",
             "a FIFO topic (a name ending in .fifo) needs the attribute FifoTopic=true",
