@@ -188,6 +188,8 @@ fails(sns.publish_batch, "BatchEntryIdsNotDistinct", 400, None, TopicArn=news,
       PublishBatchRequestEntries=[{"Id": "a", "Message": "1"}, {"Id": "a", "Message": "2"}])
 fails(sns.publish_batch, "TooManyEntriesInBatchRequest", 400, None, TopicArn=news,
       PublishBatchRequestEntries=[{"Id": f"e{n}", "Message": "m"} for n in range(11)])
+fails(sns.publish_batch, "BatchRequestTooLong", 400, None, TopicArn=news,
+      PublishBatchRequestEntries=[{"Id": f"e{n}", "Message": "x" * 300_000} for n in range(4)])
 fails(sns.publish_batch, "InvalidBatchEntryId", 400, None, TopicArn=news,
       PublishBatchRequestEntries=[{"Id": "no spaces", "Message": "m"}])
 fails(sns.publish, "InvalidParameter", 400, "Message", TopicArn=news, MessageStructure="json", Message='{"sqs": "no default"}')

@@ -32,6 +32,13 @@ pub enum SnsError {
     BatchEntryIdsNotDistinct(String),
     /// An entry id that is not 1-80 of letters, digits, `-` and `_` (400).
     InvalidBatchEntryId(String),
+    /// The batch's messages together are larger than one message may be (400).
+    BatchRequestTooLong {
+        /// Their size, body and attributes counted as for one message.
+        size: usize,
+        /// The most one message (and so one batch) may be.
+        limit: u32,
+    },
     /// An error every AWS service answers alike.
     Aws(AwsError),
 }
@@ -74,6 +81,13 @@ impl SnsError {
                 "InvalidBatchEntryId",
                 &format!(
                     "The Id {id:?} of a batch entry is not 1-80 letters, digits, '-' and '_'."
+                ),
+            ),
+            Self::BatchRequestTooLong { size, limit } => sender(
+                StatusCode::BAD_REQUEST,
+                "BatchRequestTooLong",
+                &format!(
+                    "The length of all the messages put together is {size} bytes, more than the limit of {limit} bytes."
                 ),
             ),
             Self::Aws(error) => error.classify(),

@@ -7,6 +7,7 @@ use super::input::{BatchEntry, Publish};
 use super::Context;
 use crate::aws::query::{Params, XmlAnswer};
 use serde_json::Value;
+use sluice_engine::message_size;
 use sluice_services::{PublishEntry, PublishRequest, MAX_BATCH_ENTRIES};
 use std::collections::HashSet;
 
@@ -132,6 +133,14 @@ pub async fn publish_batch(
             }),
             Err(error) => failed.push((entry.id, error)),
         }
+    }
+    let size: usize = valid
+        .iter()
+        .map(|e| message_size(&e.message.body, &e.message.attributes))
+        .sum();
+    let limit = cx.services.limits().max_message_bytes;
+    if size > limit as usize {
+        return Err(SnsError::BatchRequestTooLong { size, limit });
     }
     let mut successful = Vec::new();
     if valid.is_empty() {
