@@ -371,4 +371,36 @@ async fn bad_sns_input_answers_sns_codes_and_changes_nothing() {
     let (_, topics) = server.call(Method::GET, "/v1/topics", &rest, None).await;
     assert_eq!(topics["topics"].as_array().unwrap().len(), 1, "{topics}");
     assert_eq!(topics["topics"][0]["subscription_count"], 0, "{topics}");
+
+    // The tenant's max_topics: SNS's TopicLimitExceeded; an existing topic is still answered.
+    let (status, _) =
+        create_tenant(&server, json!({"id": "small", "quotas": {"max_topics": 1}})).await;
+    assert_eq!(status, 201);
+    let small = key_pair(&server, "small", json!(["topics:manage"])).await;
+    let create = |name: &str| {
+        let body = format!("Action=CreateTopic&{v}&Name={name}");
+        let small = small.clone();
+        let server = &server;
+        async move {
+            signed_post(
+                server,
+                (&small.0, &small.1),
+                "sns",
+                &body,
+                SystemTime::now(),
+            )
+            .await
+        }
+    };
+    assert_eq!(create("one").await.status, 200);
+    create("two").await.assert_error(403, "TopicLimitExceeded");
+    let again = create("one").await;
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert!(
+        again
+            .element("TopicArn")
+            .is_some_and(|arn| arn.ends_with(":one")),
+        "{}",
+        again.text
+    );
 }
