@@ -403,4 +403,16 @@ async fn bad_sns_input_answers_sns_codes_and_changes_nothing() {
         "{}",
         again.text
     );
+
+    // The tenant's request rate: RequestThrottled, which SDKs retry with backoff.
+    let quotas = json!({"id": "busy", "quotas": {"requests_per_second": 1, "burst": 1}});
+    assert_eq!(create_tenant(&server, quotas).await.0, 201);
+    let busy = key_pair(&server, "busy", json!(["topics:manage"])).await;
+    let list = format!("Action=ListTopics&{v}");
+    let sign = (busy.0.as_str(), busy.1.as_str());
+    let first = signed_post(&server, sign, "sns", &list, SystemTime::now()).await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    signed_post(&server, sign, "sns", &list, SystemTime::now())
+        .await
+        .assert_error(400, "RequestThrottled");
 }
