@@ -416,3 +416,133 @@ async fn bad_sns_input_answers_sns_codes_and_changes_nothing() {
         .await
         .assert_error(400, "RequestThrottled");
 }
+
+/// A form body of Query parameters, encoded as SDKs encode them.
+fn form(pairs: &[(&str, &str)]) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish()
+}
+
+/// On Redis, two gateways serve one tenant's topics: what one stores (attributes written as
+/// given, a filtered subscription) the other answers and publishes through.
+#[tokio::test]
+async fn gateways_on_one_redis_share_topics_attributes_and_subscriptions() {
+    let redis = sluice_testkit::RedisServer::start().unwrap();
+    let prefix = sluice_testkit::unique_prefix("e2e-sns");
+    let start = || {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start_in(
+            dir.path(),
+            &[
+                "--jwt-secret",
+                crate::harness::SECRET,
+                "--store",
+                &redis.url(),
+                "--redis-key-prefix",
+                &prefix,
+            ],
+        );
+        (dir, server)
+    };
+    let ((_a_dir, a), (_b_dir, b)) = (start(), start());
+    let account = tenant_account(&a, "r").await;
+    let key = key_pair(&a, "r", json!(["topics:manage", "topics:publish"])).await;
+    let rest = tenant_token("r");
+    put(&b, &rest, "/v1/queues/q").await;
+    let policy = "{ \"Statement\": [] }";
+    let created = call(
+        &a,
+        &key,
+        &[
+            ("Action", "CreateTopic"),
+            ("Name", "news"),
+            ("Attributes.entry.1.key", "Policy"),
+            ("Attributes.entry.1.value", policy),
+        ],
+    )
+    .await;
+    assert_eq!(created.status, 200, "{}", created.text);
+    let news = format!("arn:aws:sns:us-east-1:{account}:news");
+    assert_eq!(created.element("TopicArn"), Some(news.as_str()));
+    let filter = r#"{"color": ["red"]}"#;
+    let queue = format!("arn:aws:sqs:us-east-1:{account}:q");
+    let subscribed = call(
+        &a,
+        &key,
+        &[
+            ("Action", "Subscribe"),
+            ("TopicArn", &news),
+            ("Protocol", "sqs"),
+            ("Endpoint", &queue),
+            ("Attributes.entry.1.key", "FilterPolicy"),
+            ("Attributes.entry.1.value", filter),
+        ],
+    )
+    .await;
+    assert_eq!(subscribed.status, 200, "{}", subscribed.text);
+    let subscription = subscribed.element("SubscriptionArn").unwrap().to_owned();
+
+    // The other gateway reads back what the first stored, as written (XML-escaped).
+    let read = call(
+        &b,
+        &key,
+        &[("Action", "GetTopicAttributes"), ("TopicArn", &news)],
+    )
+    .await;
+    assert!(
+        read.text
+            .contains("<key>Policy</key><value>{ &quot;Statement&quot;: [] }</value>"),
+        "{}",
+        read.text
+    );
+    let read = call(
+        &b,
+        &key,
+        &[
+            ("Action", "GetSubscriptionAttributes"),
+            ("SubscriptionArn", &subscription),
+        ],
+    )
+    .await;
+    assert!(
+        read.text.contains(
+            "<key>FilterPolicy</key><value>{&quot;color&quot;: [&quot;red&quot;]}</value>"
+        ),
+        "{}",
+        read.text
+    );
+    for color in ["blue", "red"] {
+        let published = call(
+            &b,
+            &key,
+            &[
+                ("Action", "Publish"),
+                ("TopicArn", &news),
+                ("Message", color),
+                ("MessageAttributes.entry.1.Name", "color"),
+                ("MessageAttributes.entry.1.Value.DataType", "String"),
+                ("MessageAttributes.entry.1.Value.StringValue", color),
+            ],
+        )
+        .await;
+        assert_eq!(published.status, 200, "{}", published.text);
+    }
+    let got = envelopes(&receive(&a, &rest, "q", 1).await);
+    let envelope = got.values().next().unwrap();
+    assert_eq!(envelope["Message"], "red");
+    assert_eq!(envelope["TopicArn"], news.as_str());
+}
+
+async fn call(server: &Server, key: &(String, String), pairs: &[(&str, &str)]) -> AwsAnswer {
+    let mut all = vec![("Version", "2010-03-31")];
+    all.extend_from_slice(pairs);
+    signed_post(
+        server,
+        (&key.0, &key.1),
+        "sns",
+        &form(&all),
+        SystemTime::now(),
+    )
+    .await
+}
