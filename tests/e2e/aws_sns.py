@@ -83,7 +83,10 @@ fails(sns.set_topic_attributes, "InvalidParameter", 400, "Colour",
 fails(sns.set_topic_attributes, "InvalidParameter", 400, "FifoTopic",
       TopicArn=news, AttributeName="FifoTopic", AttributeValue="true")
 
-plain = sns.create_topic(Name="plain")["TopicArn"]
+plain = sns.create_topic(Name="plain", Attributes={"ContentBasedDeduplication": "false"})["TopicArn"]
+sns.set_topic_attributes(TopicArn=plain, AttributeName="ContentBasedDeduplication", AttributeValue="false")
+fails(sns.set_topic_attributes, "InvalidParameter", 400, "ContentBasedDeduplication",
+      TopicArn=plain, AttributeName="ContentBasedDeduplication", AttributeValue="true")
 got = attributes("plain")
 assert json.loads(got["Policy"])["Statement"][0]["Resource"] == plain, got
 assert got["DisplayName"] == "", got

@@ -114,8 +114,9 @@ pub async fn create_topic(
                 }
             }
             "ContentBasedDeduplication" => {
-                content_based_deduplication =
-                    Some(boolean("Attributes.ContentBasedDeduplication", value)?);
+                let on = boolean("Attributes.ContentBasedDeduplication", value)?;
+                // `false` is every standard topic's state, so tools that always send it work.
+                content_based_deduplication = (on || fifo_name).then_some(on);
             }
             name if is_stored(name) => {
                 stored.insert(name.to_owned(), value.clone());
@@ -230,7 +231,8 @@ pub async fn set_topic_attributes(
     let mut change = TopicChange::default();
     match input.name.as_str() {
         "ContentBasedDeduplication" => {
-            change.content_based_deduplication = Some(boolean("AttributeValue", &input.value)?);
+            let on = boolean("AttributeValue", &input.value)?;
+            change.content_based_deduplication = (on || name.ends_with(".fifo")).then_some(on);
         }
         "FifoTopic" => {
             return Err(SnsError::invalid(
