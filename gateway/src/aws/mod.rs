@@ -4,8 +4,8 @@
 //! the credential scope's service to one module per service, whose operations are an enum of
 //! AWS-named actions answered from one `match`.
 //!
-//! Slice 1 serves STS `GetCallerIdentity` ([`sts`]); every other service and action answers
-//! `InvalidAction` in the Query protocol's XML error shape.
+//! Served: STS `GetCallerIdentity` ([`sts`]) and SNS ([`sns`]); every other service and action
+//! answers `InvalidAction` in the Query protocol's XML error shape.
 
 pub mod query;
 pub mod sigv4;
