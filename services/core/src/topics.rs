@@ -226,6 +226,7 @@ struct SubscriptionRecord {
     raw_delivery: bool,
     dead_letter_queue: Option<QueueName>,
     created_at: Millis,
+    /// Records written before the AWS endpoint have none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     aws_attributes: BTreeMap<String, String>,
 }

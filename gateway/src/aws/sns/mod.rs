@@ -139,23 +139,20 @@ pub struct Context<'a> {
 /// Answers one authenticated SNS request.
 pub async fn handle(state: &AppState, caller: &AwsCaller, params: &[(String, String)]) -> Response {
     let params = Params::new(params.iter().cloned());
-    let answer = match operation(&params) {
-        Ok(operation) => match authorize(caller, operation) {
-            Ok(()) => {
-                let context = Context {
-                    services: &state.services,
-                    tenant: &caller.key.tenant,
-                    home: Home {
-                        region: state.services.aws_region(),
-                        account: &caller.account_id,
-                    },
-                };
-                dispatch(&context, operation, &params).await
-            }
-            Err(error) => Err(error),
+    let context = Context {
+        services: &state.services,
+        tenant: &caller.key.tenant,
+        home: Home {
+            region: state.services.aws_region(),
+            account: &caller.account_id,
         },
-        Err(error) => Err(error),
     };
+    let answer = async {
+        let operation = operation(&params)?;
+        authorize(caller, operation)?;
+        dispatch(&context, operation, &params).await
+    }
+    .await;
     match answer {
         Ok(answer) => answer.finish(),
         Err(error) => error.response(),
