@@ -1372,6 +1372,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn records_written_before_aws_attributes_still_read_and_stay_unchanged() {
+        let old = r#"{"config":{"content_based_deduplication":false,"tags":{}},"created_at":1,"updated_at":2,"subscriptions":[{"id":"news.ab","queue":"q","filter_policy":null,"filter_policy_scope":"attributes","raw_delivery":false,"dead_letter_queue":null,"created_at":3}]}"#;
+        let record: TopicRecord = serde_json::from_str(old).unwrap();
+        assert!(record.aws_attributes.is_empty());
+        assert!(record.subscriptions[0].aws_attributes.is_empty());
+        // Written back without the empty maps, so older gateways sharing a store read it too.
+        let written = serde_json::to_value(&record).unwrap();
+        assert_eq!(
+            written,
+            serde_json::from_str::<serde_json::Value>(old).unwrap()
+        );
+    }
+
+    #[test]
     fn subjects_are_printable_ascii() {
         assert!(check_subject("subject", "Order shipped: #12").is_ok());
         assert!(check_subject("subject", "").is_err());
