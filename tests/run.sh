@@ -25,7 +25,7 @@ fi
 # The tests start their own redis-server processes on free ports; a packaged instance that
 # the install may have started is not used.
 
-# boto3 and the aws CLI for the AWS-compatible endpoint's e2e test (tests/e2e/aws_identity.rs),
+# boto3 and the aws CLI for the AWS-compatible endpoint's e2e tests (tests/e2e/aws_*.rs),
 # in a virtual environment of our own as tests/api_fuzz.sh makes its; the test runs them from
 # SLUICE_TEST_AWS_BIN. Without it (no venv, no PyPI) the test falls back to tools on the PATH
 # and skips those it cannot find.

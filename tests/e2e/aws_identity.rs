@@ -14,17 +14,17 @@ use std::time::{Duration, SystemTime};
 const FORM: &str = "application/x-www-form-urlencoded; charset=utf-8";
 const GET_CALLER_IDENTITY: &str = "Action=GetCallerIdentity&Version=2011-06-15";
 
-fn admin() -> String {
+pub(crate) fn admin() -> String {
     token(None, "admin")
 }
 
-async fn create_tenant(server: &Server, body: Value) -> (u16, Value) {
+pub(crate) async fn create_tenant(server: &Server, body: Value) -> (u16, Value) {
     server
         .call(Method::POST, "/v1/admin/tenants", &admin(), Some(body))
         .await
 }
 
-async fn create_key(server: &Server, tenant: &str, body: Value) -> (u16, Value) {
+pub(crate) async fn create_key(server: &Server, tenant: &str, body: Value) -> (u16, Value) {
     server
         .call(
             Method::POST,
@@ -35,7 +35,7 @@ async fn create_key(server: &Server, tenant: &str, body: Value) -> (u16, Value) 
         .await
 }
 
-fn account_of(tenant: &Value) -> String {
+pub(crate) fn account_of(tenant: &Value) -> String {
     let id = tenant["aws_account_id"]
         .as_str()
         .unwrap_or_default()
@@ -48,15 +48,15 @@ fn account_of(tenant: &Value) -> String {
 }
 
 /// An AWS answer: status, the `x-amzn-requestid` header and the XML text.
-struct AwsAnswer {
-    status: u16,
-    request_id: Option<String>,
-    text: String,
+pub(crate) struct AwsAnswer {
+    pub(crate) status: u16,
+    pub(crate) request_id: Option<String>,
+    pub(crate) text: String,
 }
 
 impl AwsAnswer {
     /// The text of the first `<name>` element.
-    fn element(&self, name: &str) -> Option<&str> {
+    pub(crate) fn element(&self, name: &str) -> Option<&str> {
         let open = format!("<{name}>");
         let start = self.text.find(&open)? + open.len();
         let end = self.text[start..].find(&format!("</{name}>"))? + start;
@@ -64,7 +64,7 @@ impl AwsAnswer {
     }
 
     #[track_caller]
-    fn assert_error(&self, status: u16, code: &str) {
+    pub(crate) fn assert_error(&self, status: u16, code: &str) {
         assert_eq!(self.status, status, "{}", self.text);
         assert_eq!(self.element("Code"), Some(code), "{}", self.text);
         assert!(self.text.starts_with("<?xml"), "{}", self.text);
@@ -73,7 +73,7 @@ impl AwsAnswer {
 }
 
 /// `POST /` with `body`, signed as an AWS SDK signs it (`aws-sigv4`) for `service` at `time`.
-async fn signed_post(
+pub(crate) async fn signed_post(
     server: &Server,
     (key_id, secret): (&str, &str),
     service: &str,
@@ -543,7 +543,7 @@ async fn get_caller_identity_answers_the_keys_account() {
 /// Runs `program args` with the key in the environment; `None` if the program is missing.
 /// `tests/run.sh` installs the tools into a virtual environment named by `SLUICE_TEST_AWS_BIN`,
 /// where they must then be; otherwise the PATH's are used.
-fn run_tool(
+pub(crate) fn run_tool(
     program: &str,
     args: &[&str],
     (id, secret): (&str, &str),

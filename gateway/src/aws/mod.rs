@@ -4,10 +4,12 @@
 //! the credential scope's service to one module per service, whose operations are an enum of
 //! AWS-named actions answered from one `match`.
 //!
-//! Slice 1 serves STS `GetCallerIdentity` ([`sts`]); every other service and action answers
-//! `InvalidAction` in the Query protocol's XML error shape.
+//! Served: STS `GetCallerIdentity` ([`sts`]) and SNS ([`sns`]); every other service and action
+//! answers `InvalidAction` in the Query protocol's XML error shape.
 
+pub mod query;
 pub mod sigv4;
+pub mod sns;
 pub mod sts;
 
 use crate::error::{current_request_id, ApiError};
@@ -114,17 +116,7 @@ impl AwsError {
     /// The Query protocol's XML error answer, in the namespace of `service`.
     pub fn query_response(&self, service: &str) -> Response {
         let (status, code, sender, message) = self.classify();
-        let request_id = current_request_id();
-        let body = format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ErrorResponse xmlns=\"{}\">\
-             <Error><Type>{}</Type><Code>{code}</Code><Message>{}</Message></Error>\
-             <RequestId>{}</RequestId></ErrorResponse>",
-            namespace(service),
-            if sender { "Sender" } else { "Receiver" },
-            xml_escape(&message),
-            xml_escape(&request_id),
-        );
-        xml_response(status, body, &request_id)
+        query::error_answer(service, status, code, sender, &message)
     }
 }
 
@@ -184,7 +176,9 @@ pub fn xml_response(status: StatusCode, body: String, request_id: &str) -> Respo
     response
 }
 
-/// Escapes text for XML element content and attributes.
+/// Escapes text for XML element content and attributes. A carriage return is written as a
+/// character reference, since XML parsers turn a literal one into a line feed and a message
+/// body must read back byte-for-byte.
 pub fn xml_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -194,6 +188,7 @@ pub fn xml_escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
+            '\r' => out.push_str("&#xD;"),
             c => out.push(c),
         }
     }
@@ -282,6 +277,7 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
     match (service.as_str(), action) {
         ("sts", Some(action)) => sts::handle(&caller, &action, version),
         ("sts", None) => AwsError::MissingAction.query_response(&service),
+        ("sns", _) => sns::handle(&state, &caller, &params).await,
         (_, action) => AwsError::InvalidAction(format!(
             "Could not find operation {} for version {}: the {service} service is not served yet",
             action.as_deref().or(target).unwrap_or("(none)"),

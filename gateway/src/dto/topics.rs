@@ -141,6 +141,7 @@ impl From<SubscribeInput> for SubscribeRequest {
             filter_policy_scope: input.filter_policy_scope.map(FilterPolicyScope::name),
             raw_delivery: input.raw_delivery,
             dead_letter_queue: input.dead_letter_queue,
+            aws_attributes: BTreeMap::new(),
         }
     }
 }
@@ -170,6 +171,7 @@ impl From<SubscriptionPatchInput> for SubscriptionPatch {
             filter_policy_scope: input.filter_policy_scope.map(FilterPolicyScope::name),
             raw_delivery: input.raw_delivery,
             dead_letter_queue: input.dead_letter_queue,
+            aws_attributes: BTreeMap::new(),
         }
     }
 }

@@ -36,8 +36,8 @@ pub use sluice_filter::FilterScope;
 pub use tenants::{TenantPage, DEFAULT_ACCOUNT_ID};
 pub use topics::{
     PublishEntry, PublishRequest, PublishResult, SubscribeRequest, SubscriptionPage,
-    SubscriptionPatch, SubscriptionView, TopicConfig, TopicConfigInput, TopicPage, TopicView,
-    MAX_SUBSCRIPTIONS,
+    SubscriptionPatch, SubscriptionView, TopicChange, TopicConfig, TopicConfigInput, TopicPage,
+    TopicView, MAX_SUBSCRIPTIONS,
 };
 pub use validate::{validate_batch_ids, MAX_BATCH_ENTRIES};
 

@@ -39,6 +39,7 @@ const CAS_ATTEMPTS: usize = 16;
 
 const TOKEN_PREFIX: &str = "tp1:";
 const SUBSCRIPTION_TOKEN_PREFIX: &str = "sb1:";
+const ALL_SUBSCRIPTIONS_TOKEN_PREFIX: &str = "sa1:";
 
 /// A topic's configuration with defaults filled in.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,6 +74,9 @@ pub struct TopicView {
     pub created_at: Millis,
     /// When last configured.
     pub updated_at: Millis,
+    /// Attributes the AWS endpoint stores without acting on them (`DisplayName`, `Policy`,
+    /// …), kept as written so they read back byte-for-byte.
+    pub aws_attributes: BTreeMap<String, String>,
 }
 
 /// One page of a topic listing.
@@ -97,6 +101,9 @@ pub struct SubscribeRequest {
     pub raw_delivery: Option<bool>,
     /// Where copies go that the queue cannot take.
     pub dead_letter_queue: Option<String>,
+    /// Attributes the AWS endpoint stores without acting on them, kept as written. Part of
+    /// the settings a repeated subscribe must match.
+    pub aws_attributes: BTreeMap<String, String>,
 }
 
 /// The fields `PATCH` may change; `None` leaves a field as it is.
@@ -110,6 +117,22 @@ pub struct SubscriptionPatch {
     pub raw_delivery: Option<bool>,
     /// `Some(None)` removes the dead-letter queue.
     pub dead_letter_queue: Option<Option<String>>,
+    /// AWS-endpoint attributes to set (`Some`) or remove (`None`); the others stay.
+    pub aws_attributes: BTreeMap<String, Option<String>>,
+}
+
+/// A change to a topic's configuration made attribute by attribute (the AWS endpoint's
+/// `SetTopicAttributes`, `TagResource`, `UntagResource`); what is not named stays.
+#[derive(Debug, Clone, Default)]
+pub struct TopicChange {
+    /// FIFO topics only.
+    pub content_based_deduplication: Option<bool>,
+    /// AWS-endpoint attributes to set (`Some`) or remove (`None`).
+    pub aws_attributes: BTreeMap<String, Option<String>>,
+    /// Tags to add or overwrite.
+    pub add_tags: BTreeMap<String, String>,
+    /// Tag keys to remove (absent ones are ignored).
+    pub remove_tags: Vec<String>,
 }
 
 /// A subscription as the services answer it.
@@ -133,6 +156,8 @@ pub struct SubscriptionView {
     pub created_at: Millis,
     /// Its counters.
     pub stats: SubscriptionStats,
+    /// Attributes the AWS endpoint stores without acting on them, as written.
+    pub aws_attributes: BTreeMap<String, String>,
 }
 
 /// One page of a topic's subscriptions.
@@ -186,6 +211,9 @@ struct TopicRecord {
     created_at: Millis,
     updated_at: Millis,
     subscriptions: Vec<SubscriptionRecord>,
+    /// Records written before the AWS endpoint have none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    aws_attributes: BTreeMap<String, String>,
 }
 
 /// The stored form of one subscription.
@@ -198,6 +226,9 @@ struct SubscriptionRecord {
     raw_delivery: bool,
     dead_letter_queue: Option<QueueName>,
     created_at: Millis,
+    /// Records written before the AWS endpoint have none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    aws_attributes: BTreeMap<String, String>,
 }
 
 impl SubscriptionRecord {
@@ -208,6 +239,7 @@ impl SubscriptionRecord {
             && self.filter_policy_scope == other.filter_policy_scope
             && self.raw_delivery == other.raw_delivery
             && self.dead_letter_queue == other.dead_letter_queue
+            && self.aws_attributes == other.aws_attributes
     }
 }
 
@@ -419,6 +451,7 @@ impl Services {
             subscription_count: record.subscriptions.len(),
             created_at: record.created_at,
             updated_at: record.updated_at,
+            aws_attributes: record.aws_attributes.clone(),
         }
     }
 
@@ -429,6 +462,31 @@ impl Services {
         tenant: &TenantId,
         name: &str,
         input: TopicConfigInput,
+    ) -> Result<(TopicView, bool), ServiceError> {
+        self.write_topic(tenant, name, input, None).await
+    }
+
+    /// Creates the topic with `aws_attributes` (answering `true`); an existing topic is
+    /// answered as it is, unchanged, for the caller to compare (SNS's `CreateTopic`).
+    pub async fn create_topic(
+        &self,
+        tenant: &TenantId,
+        name: &str,
+        input: TopicConfigInput,
+        aws_attributes: BTreeMap<String, String>,
+    ) -> Result<(TopicView, bool), ServiceError> {
+        self.write_topic(tenant, name, input, Some(aws_attributes))
+            .await
+    }
+
+    /// `put_topic` (`create_only` = `None`: an existing topic's configuration is replaced) and
+    /// `create_topic` (`Some(attributes)`: an existing topic is left alone).
+    async fn write_topic(
+        &self,
+        tenant: &TenantId,
+        name: &str,
+        input: TopicConfigInput,
+        create_only: Option<BTreeMap<String, String>>,
     ) -> Result<(TopicView, bool), ServiceError> {
         let topic = topic_key(tenant, name)?;
         if input.content_based_deduplication.is_some() && !topic.is_fifo() {
@@ -446,6 +504,9 @@ impl Services {
         let now = self.clock.now();
         for _ in 0..CAS_ATTEMPTS {
             match self.topic_record(&topic).await {
+                Ok((_, record)) if create_only.is_some() => {
+                    return Ok((Self::topic_view(topic.name, &record), false));
+                }
                 Ok((version, mut record)) => {
                     record.config = config.clone();
                     record.updated_at = now;
@@ -463,6 +524,7 @@ impl Services {
                         created_at: now,
                         updated_at: now,
                         subscriptions: Vec::new(),
+                        aws_attributes: create_only.clone().unwrap_or_default(),
                     };
                     if self.write_topic_record(&topic, &record, None).await? {
                         return Ok((Self::topic_view(topic.name, &record), true));
@@ -510,6 +572,46 @@ impl Services {
     ) -> Result<TopicView, ServiceError> {
         let topic = topic_key(tenant, name)?;
         let (_, record) = self.topic_record(&topic).await?;
+        Ok(Self::topic_view(topic.name, &record))
+    }
+
+    /// Changes some of a topic's settings (see [`TopicChange`]), leaving the others.
+    pub async fn change_topic(
+        &self,
+        tenant: &TenantId,
+        name: &str,
+        change: TopicChange,
+    ) -> Result<TopicView, ServiceError> {
+        let topic = topic_key(tenant, name)?;
+        if change.content_based_deduplication.is_some() && !topic.is_fifo() {
+            return Err(ServiceError::invalid(
+                "content_based_deduplication",
+                "applies to FIFO topics only",
+            ));
+        }
+        let now = self.clock.now();
+        let record = self
+            .update_topic(&topic, |record| {
+                if let Some(on) = change.content_based_deduplication {
+                    record.config.content_based_deduplication = on;
+                }
+                for (name, value) in &change.aws_attributes {
+                    match value {
+                        Some(value) => record.aws_attributes.insert(name.clone(), value.clone()),
+                        None => record.aws_attributes.remove(name),
+                    };
+                }
+                let mut tags = record.config.tags.clone();
+                tags.extend(change.add_tags.clone());
+                for key in &change.remove_tags {
+                    tags.remove(key);
+                }
+                validate_tags(&tags)?;
+                record.config.tags = tags;
+                record.updated_at = now;
+                Ok(record.clone())
+            })
+            .await?;
         Ok(Self::topic_view(topic.name, &record))
     }
 
@@ -712,6 +814,7 @@ impl Services {
             dead_letter_queue: record.dead_letter_queue,
             created_at: record.created_at,
             stats,
+            aws_attributes: record.aws_attributes,
         }
     }
 
@@ -752,6 +855,7 @@ impl Services {
             raw_delivery: request.raw_delivery.unwrap_or(false),
             dead_letter_queue,
             created_at: self.clock.now(),
+            aws_attributes: request.aws_attributes,
         };
         let (record, created) = self
             .update_topic(&topic, |record| {
@@ -849,6 +953,12 @@ impl Services {
                 if let Some(dlq) = &dead_letter_queue {
                     next.dead_letter_queue = dlq.clone();
                 }
+                for (name, value) in &patch.aws_attributes {
+                    match value {
+                        Some(value) => next.aws_attributes.insert(name.clone(), value.clone()),
+                        None => next.aws_attributes.remove(name),
+                    };
+                }
                 if let Some(policy) = &next.filter_policy {
                     check_policy(policy, next.filter_policy_scope)?;
                 }
@@ -915,6 +1025,88 @@ impl Services {
                     Self::view_with(&topic, s, counted)
                 })
                 .collect(),
+            next_token,
+        })
+    }
+
+    /// A page of all the tenant's subscriptions, topic by topic (by name), each topic's by id.
+    pub async fn list_tenant_subscriptions(
+        &self,
+        tenant: &TenantId,
+        limit: Option<u32>,
+        next_token: Option<&str>,
+    ) -> Result<SubscriptionPage, ServiceError> {
+        let limit = page_limit(limit)?;
+        let prefix = format!("{tenant}/");
+        let mut found: Vec<(TopicKey, SubscriptionRecord)> = Vec::new();
+        let by_id = |record: TopicRecord| {
+            let mut subscriptions = record.subscriptions;
+            subscriptions.sort_by(|a, b| a.id.cmp(&b.id));
+            subscriptions
+        };
+        let mut after_key = None;
+        if let Some(token) = next_token {
+            let last = decode_page_token(ALL_SUBSCRIPTIONS_TOKEN_PREFIX, token)?;
+            let topic = Self::subscription_topic(tenant, &last).map_err(|_| {
+                ServiceError::invalid("next_token", "is not a token this server issued")
+            })?;
+            // The rest of the token's topic, then the topics after it.
+            match self.topic_record(&topic).await {
+                Ok((_, record)) => found.extend(
+                    by_id(record)
+                        .into_iter()
+                        .filter(|s| s.id > last)
+                        .map(|s| (topic.clone(), s)),
+                ),
+                Err(ServiceError::TopicNotFound) => {}
+                Err(other) => return Err(other),
+            }
+            after_key = Some(record_key(&topic));
+        }
+        while found.len() <= limit {
+            let page = self
+                .engine
+                .list_records(TOPIC_RECORDS, &prefix, after_key.as_deref(), 100)
+                .await?;
+            let done = page.len() < 100;
+            for (key, record) in page {
+                let name = key
+                    .strip_prefix(&prefix)
+                    .and_then(|n| QueueName::parse(n).ok());
+                after_key = Some(key.clone());
+                let Some(name) = name else { continue };
+                let parsed: TopicRecord = serde_json::from_str(&record.value)
+                    .map_err(|e| ServiceError::Internal(format!("topic record {key}: {e}")))?;
+                let topic = TopicKey::new(tenant.clone(), name);
+                found.extend(by_id(parsed).into_iter().map(|s| (topic.clone(), s)));
+            }
+            if done {
+                break;
+            }
+        }
+        let more = found.len() > limit;
+        found.truncate(limit);
+        let next_token = match (more, found.last()) {
+            (true, Some((_, last))) => {
+                Some(encode_page_token(ALL_SUBSCRIPTIONS_TOKEN_PREFIX, &last.id))
+            }
+            _ => None,
+        };
+        let mut stats: HashMap<TopicKey, BTreeMap<String, SubscriptionStats>> = HashMap::new();
+        let mut subscriptions = Vec::with_capacity(found.len());
+        for (topic, record) in found {
+            if !stats.contains_key(&topic) {
+                let counted = self.engine.subscription_stats(&topic).await?;
+                stats.insert(topic.clone(), counted);
+            }
+            let counted = stats
+                .get_mut(&topic)
+                .and_then(|s| s.remove(&record.id))
+                .unwrap_or_default();
+            subscriptions.push(Self::view_with(&topic, record, counted));
+        }
+        Ok(SubscriptionPage {
+            subscriptions,
             next_token,
         })
     }
@@ -1178,6 +1370,20 @@ fn not_found_as_subscription(error: ServiceError) -> ServiceError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_written_before_aws_attributes_still_read_and_stay_unchanged() {
+        let old = r#"{"config":{"content_based_deduplication":false,"tags":{}},"created_at":1,"updated_at":2,"subscriptions":[{"id":"news.ab","queue":"q","filter_policy":null,"filter_policy_scope":"attributes","raw_delivery":false,"dead_letter_queue":null,"created_at":3}]}"#;
+        let record: TopicRecord = serde_json::from_str(old).unwrap();
+        assert!(record.aws_attributes.is_empty());
+        assert!(record.subscriptions[0].aws_attributes.is_empty());
+        // Written back without the empty maps, so older gateways sharing a store read it too.
+        let written = serde_json::to_value(&record).unwrap();
+        assert_eq!(
+            written,
+            serde_json::from_str::<serde_json::Value>(old).unwrap()
+        );
+    }
 
     #[test]
     fn subjects_are_printable_ascii() {
