@@ -2,7 +2,7 @@
 //! its receive bookkeeping. Pure data structure, no I/O: the engine holds it under a mutex (in
 //! `queue_entry.rs`) and its operations (`ops/`) pair each change with a write to the store.
 //!
-//! Message ids, group ids, bodies and attributes stay on disk; a message costs a fixed ~32-byte
+//! Message ids, group ids, bodies and attributes stay on disk; a message costs a fixed ~40-byte
 //! [`MsgState`] plus its entries in two B-trees. Receive bookkeeping is deliberately volatile:
 //! after a restart every message is visible again at its stored `visible_at`.
 //!
@@ -53,6 +53,8 @@ pub(crate) struct Accepted {
     pub seq: u64,
     pub sent_at: Millis,
     pub visible_at: Millis,
+    /// Its size as `max_message_bytes` counts it.
+    pub size: u32,
     /// FIFO queues: the message group (`None` on standard queues, which ignore groups).
     pub group: Option<String>,
     /// FIFO queues: the deduplication key recorded for it, if any.
@@ -91,6 +93,9 @@ pub(crate) struct QueueState {
     /// to the index when its commit completes (the purge deleted them on disk after the insert).
     purge_floor: u64,
     messages: BTreeMap<u64, MsgState>,
+    /// The sum of the sizes of `messages`, kept by [`insert`](Self::insert),
+    /// [`remove`](Self::remove) and [`purge`](Self::purge), the only ways in and out.
+    stored_bytes: u64,
     /// `(visible_at, seq)` of every message, so a receive finds the receivable ones in order
     /// without scanning the hidden ones.
     by_visibility: BTreeSet<(Millis, u64)>,
@@ -114,6 +119,7 @@ impl QueueState {
             pending: 0,
             purge_floor: 0,
             messages: BTreeMap::new(),
+            stored_bytes: 0,
             by_visibility: BTreeSet::new(),
             oldest_hint: Millis::MAX,
             changes: Some(watch::Sender::new(0)),
@@ -160,9 +166,10 @@ impl QueueState {
         seq: u64,
         sent_at: Millis,
         visible_at: Millis,
+        size: u32,
         group: Option<&str>,
     ) {
-        self.insert(seq, MsgState::new(sent_at, visible_at), group);
+        self.insert(seq, MsgState::new(sent_at, visible_at, size), group);
         self.next_seq = self.next_seq.max(seq.saturating_add(1));
     }
 
@@ -176,7 +183,10 @@ impl QueueState {
     fn insert(&mut self, seq: u64, state: MsgState, group: Option<&str>) {
         self.oldest_hint = self.oldest_hint.min(state.sent_at);
         self.by_visibility.insert((state.visible_at, seq));
-        self.messages.insert(seq, state);
+        if let Some(replaced) = self.messages.insert(seq, state) {
+            self.stored_bytes -= u64::from(replaced.size);
+        }
+        self.stored_bytes += u64::from(state.size);
         let retention = self.retention_ms();
         if let Some(fifo) = self.fifo.as_deref_mut() {
             let group = fifo.groups.add(seq, group.unwrap_or_default());
@@ -230,6 +240,7 @@ impl QueueState {
 
     fn remove(&mut self, seq: u64) -> Option<MsgState> {
         let state = self.messages.remove(&seq)?;
+        self.stored_bytes -= u64::from(state.size);
         self.by_visibility.remove(&(state.visible_at, seq));
         let retention = self.retention_ms();
         if let Some(fifo) = self.fifo.as_deref_mut() {
@@ -351,7 +362,7 @@ impl QueueState {
             if a.seq >= self.purge_floor {
                 self.insert(
                     a.seq,
-                    MsgState::new(a.sent_at, a.visible_at),
+                    MsgState::new(a.sent_at, a.visible_at, a.size),
                     a.group.as_deref(),
                 );
             }
@@ -681,7 +692,10 @@ impl QueueState {
     /// by management calls, not on the hot path.
     pub(crate) fn stats(&self, now: Millis) -> QueueStats {
         let retention = self.retention_ms();
-        let mut stats = QueueStats::default();
+        let mut stats = QueueStats {
+            stored_bytes: self.stored_bytes,
+            ..QueueStats::default()
+        };
         for m in self.messages.values() {
             if m.expired(retention, now) {
                 continue;
@@ -742,6 +756,7 @@ impl QueueState {
     /// records stay: a purge does not make a recent send's id new again.
     pub(crate) fn purge(&mut self) -> u64 {
         self.messages.clear();
+        self.stored_bytes = 0;
         self.by_visibility.clear();
         self.oldest_hint = Millis::MAX;
         if let Some(fifo) = self.fifo.as_deref_mut() {
@@ -794,6 +809,7 @@ mod tests {
             sent_at,
             visible_at,
             group: None,
+            size: 10,
             dedup: None,
         }
     }
@@ -818,7 +834,7 @@ mod tests {
 
     #[test]
     fn msg_state_stays_small() {
-        assert_eq!(std::mem::size_of::<MsgState>(), 32);
+        assert_eq!(std::mem::size_of::<MsgState>(), 40);
     }
 
     #[test]
@@ -1127,6 +1143,7 @@ mod tests {
         assert_eq!(q.admit([(key("y"), "m4")], 0), [Admission::Full]);
         // The first send fails: its key is free again, its room released.
         let failed = Accepted {
+            size: 10,
             dedup: key("x"),
             ..accepted(1, 0, 0)
         };
@@ -1134,6 +1151,7 @@ mod tests {
         assert!(!q.dedup_confirmed(&key("x").unwrap(), 1));
         assert_eq!(q.admit([(key("x"), "m5")], 0), [Admission::New(3)]);
         q.commit_sent(&[Accepted {
+            size: 10,
             dedup: key("x"),
             ..accepted(3, 0, 0)
         }]);
@@ -1190,8 +1208,10 @@ mod tests {
         assert_eq!(pick.taken[0].state.receive_count, 2);
         assert_eq!(seqs(&pick), [s[1]]);
         assert_eq!(q.stats(0).visible + q.stats(0).in_flight, 2, "taken out");
+        assert_eq!(q.stats(0).stored_bytes, 20, "its bytes leave with it");
         // A failed move puts it back as it was: visible, its count kept.
         q.restore(&pick.taken);
+        assert_eq!(q.stats(0).stored_bytes, 30);
         let again = q.receive(10, 30_000, 0, counter());
         assert_eq!(seqs(&again), [s[0], s[2]]);
         assert_eq!(again.delivered[0].state.receive_count, 3);
