@@ -63,12 +63,12 @@ pub(crate) fn validate_body(field: &str, body: &str) -> Result<(), ServiceError>
     Ok(())
 }
 
-/// Checks attribute count, names, types and values; answers their size as SQS counts it
-/// (names, types and values, Binary values decoded).
+/// Checks attribute count, names, types and values (their size, with the body's, is
+/// [`sluice_engine::message_size`]).
 pub(crate) fn validate_attributes(
     field: &str,
     attributes: &BTreeMap<String, MessageAttribute>,
-) -> Result<usize, ServiceError> {
+) -> Result<(), ServiceError> {
     if attributes.len() > MAX_ATTRIBUTES {
         return Err(ServiceError::invalid(
             field,
@@ -78,7 +78,6 @@ pub(crate) fn validate_attributes(
             ),
         ));
     }
-    let mut size = 0;
     for (name, attribute) in attributes {
         let here = format!("{field}.{name}");
         validate_attribute_name(&here, name)?;
@@ -115,23 +114,19 @@ pub(crate) fn validate_attributes(
                 "must not be empty",
             ));
         }
-        let value_size = match base_type {
-            "Binary" => base64::engine::general_purpose::STANDARD
-                .decode(&attribute.value)
-                .map_err(|_| ServiceError::invalid(format!("{here}.value"), "must be base64"))?
-                .len(),
-            "Number" => {
-                validate_number(&format!("{here}.value"), &attribute.value)?;
-                attribute.value.len()
+        match base_type {
+            "Binary" => {
+                base64::engine::general_purpose::STANDARD
+                    .decode(&attribute.value)
+                    .map_err(|_| {
+                        ServiceError::invalid(format!("{here}.value"), "must be base64")
+                    })?;
             }
-            _ => {
-                validate_body(&format!("{here}.value"), &attribute.value)?;
-                attribute.value.len()
-            }
-        };
-        size += name.len() + attribute.data_type.len() + value_size;
+            "Number" => validate_number(&format!("{here}.value"), &attribute.value)?,
+            _ => validate_body(&format!("{here}.value"), &attribute.value)?,
+        }
     }
-    Ok(size)
+    Ok(())
 }
 
 fn validate_attribute_name(field: &str, name: &str) -> Result<(), ServiceError> {

@@ -113,7 +113,10 @@ pub async fn stored_bytes_follow_every_add_and_removal(ctx: Ctx) {
     s.send(t, "short", sized("young")).await.unwrap();
     ctx.clock.advance(31 * SECOND);
     ctx.engine.expire(ctx.clock.now()).await.unwrap();
-    assert_eq!(ctx.stored_bytes_match("short").await, size_of_sized("young"));
+    assert_eq!(
+        ctx.stored_bytes_match("short").await,
+        size_of_sized("young")
+    );
 
     // Dead-letter moves, automatic and on request: source −, destination +.
     ctx.queue("dlq", QueueConfigPatch::default()).await;
@@ -189,11 +192,7 @@ pub async fn stored_bytes_follow_every_add_and_removal(ctx: Ctx) {
         ],
         filtered_out: Vec::new(),
     };
-    let copy_size = |raw: bool| {
-        publication
-            .render(&delivery("x", "raw", raw), None)
-            .size() as u64
-    };
+    let copy_size = |raw: bool| publication.render(&delivery("x", "raw", raw), None).size() as u64;
     let (raw_size, wrapped_size) = (copy_size(true), copy_size(false));
     let topic = TopicKey::new(t.clone(), QueueName::parse("news").unwrap());
     ctx.engine
