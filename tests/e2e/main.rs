@@ -18,5 +18,6 @@ mod ratelimit;
 mod readme;
 mod redis;
 mod restart;
+mod stored_bytes;
 mod tenants;
 mod topics;
