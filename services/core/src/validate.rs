@@ -415,17 +415,16 @@ mod tests {
 
     #[test]
     fn attribute_rules_name_the_field() {
+        // Valid ones, and their size as max_message_bytes counts it (Binary decoded).
+        let both = attrs(&[("a", "String", "xy"), ("n", "Number.int", "12")]);
+        assert_eq!(validate_attributes("attributes", &both), Ok(()));
         assert_eq!(
-            validate_attributes(
-                "attributes",
-                &attrs(&[("a", "String", "xy"), ("n", "Number.int", "12")])
-            ),
-            Ok(1 + 6 + 2 + 1 + 10 + 2)
+            sluice_engine::message_size("", &both),
+            1 + 6 + 2 + 1 + 10 + 2
         );
-        assert_eq!(
-            validate_attributes("attributes", &attrs(&[("b", "Binary", "AQID")])),
-            Ok(1 + 6 + 3)
-        );
+        let binary = attrs(&[("b", "Binary", "AQID")]);
+        assert_eq!(validate_attributes("attributes", &binary), Ok(()));
+        assert_eq!(sluice_engine::message_size("", &binary), 1 + 6 + 3);
         for (bad, field) in [
             (attrs(&[("AWS.x", "String", "v")]), "attributes.AWS.x"),
             (attrs(&[("amazon.x", "String", "v")]), "attributes.amazon.x"),
