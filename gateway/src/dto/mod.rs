@@ -249,9 +249,9 @@ pub struct QueueStatsOutput {
     pub delayed: u64,
     /// Age of the oldest message not yet deleted; `null` when there is none.
     pub oldest_age_seconds: Option<u64>,
-    /// Bytes of the messages stored (every state; expired ones until the retention sweep
-    /// removes them), each counted as `max_message_bytes` counts it: body plus attribute
-    /// names, types and values. What the tenant quota `max_stored_bytes` adds up.
+    /// Bytes of the messages counted above (every state, expired ones left out), each as
+    /// `max_message_bytes` counts it: body plus attribute names, types and values. What the
+    /// tenant quota `max_stored_bytes` adds up.
     pub stored_bytes: u64,
 }
 

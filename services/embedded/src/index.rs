@@ -93,9 +93,6 @@ pub(crate) struct QueueState {
     /// to the index when its commit completes (the purge deleted them on disk after the insert).
     purge_floor: u64,
     messages: BTreeMap<u64, MsgState>,
-    /// The sum of the sizes of `messages`, kept by [`insert`](Self::insert),
-    /// [`remove`](Self::remove) and [`purge`](Self::purge), the only ways in and out.
-    stored_bytes: u64,
     /// `(visible_at, seq)` of every message, so a receive finds the receivable ones in order
     /// without scanning the hidden ones.
     by_visibility: BTreeSet<(Millis, u64)>,
@@ -119,7 +116,6 @@ impl QueueState {
             pending: 0,
             purge_floor: 0,
             messages: BTreeMap::new(),
-            stored_bytes: 0,
             by_visibility: BTreeSet::new(),
             oldest_hint: Millis::MAX,
             changes: Some(watch::Sender::new(0)),
@@ -183,10 +179,7 @@ impl QueueState {
     fn insert(&mut self, seq: u64, state: MsgState, group: Option<&str>) {
         self.oldest_hint = self.oldest_hint.min(state.sent_at);
         self.by_visibility.insert((state.visible_at, seq));
-        if let Some(replaced) = self.messages.insert(seq, state) {
-            self.stored_bytes -= u64::from(replaced.size);
-        }
-        self.stored_bytes += u64::from(state.size);
+        self.messages.insert(seq, state);
         let retention = self.retention_ms();
         if let Some(fifo) = self.fifo.as_deref_mut() {
             let group = fifo.groups.add(seq, group.unwrap_or_default());
@@ -240,7 +233,6 @@ impl QueueState {
 
     fn remove(&mut self, seq: u64) -> Option<MsgState> {
         let state = self.messages.remove(&seq)?;
-        self.stored_bytes -= u64::from(state.size);
         self.by_visibility.remove(&(state.visible_at, seq));
         let retention = self.retention_ms();
         if let Some(fifo) = self.fifo.as_deref_mut() {
@@ -688,14 +680,11 @@ impl QueueState {
             .collect()
     }
 
-    /// Counts by state at `now`, expired messages excluded. O(messages): stats are asked for
+    /// Counts by state and stored bytes at `now`, expired messages excluded. O(messages): stats are asked for
     /// by management calls, not on the hot path.
     pub(crate) fn stats(&self, now: Millis) -> QueueStats {
         let retention = self.retention_ms();
-        let mut stats = QueueStats {
-            stored_bytes: self.stored_bytes,
-            ..QueueStats::default()
-        };
+        let mut stats = QueueStats::default();
         for m in self.messages.values() {
             if m.expired(retention, now) {
                 continue;
@@ -703,6 +692,7 @@ impl QueueState {
             if stats.oldest_sent_at.is_none() {
                 stats.oldest_sent_at = Some(m.sent_at);
             }
+            stats.stored_bytes += u64::from(m.size);
             match m.state(now) {
                 MessageState::Visible => stats.visible += 1,
                 MessageState::InFlight => stats.in_flight += 1,
@@ -756,7 +746,6 @@ impl QueueState {
     /// records stay: a purge does not make a recent send's id new again.
     pub(crate) fn purge(&mut self) -> u64 {
         self.messages.clear();
-        self.stored_bytes = 0;
         self.by_visibility.clear();
         self.oldest_hint = Millis::MAX;
         if let Some(fifo) = self.fifo.as_deref_mut() {

@@ -18,8 +18,7 @@ pub(crate) struct MsgState {
     /// fits, and anything longer saturates.
     first_received: u32,
     /// The message's size as `max_message_bytes` counts it ([`sluice_engine::message_size`];
-    /// at most 64 MiB, so a u32), kept so every removal can take it off the queue's
-    /// stored-bytes total without a disk read.
+    /// at most 64 MiB, so a u32), so the queue's stored bytes are summed without a disk read.
     pub size: u32,
 }
 

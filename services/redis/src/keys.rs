@@ -331,8 +331,12 @@ mod tests {
             .0
             .contains(&keys.transfer_intents(&key("acme", "orders.fifo"))));
         assert_eq!(
-            q.0.last(),
-            Some(&keys.applied_ids(&key("acme", "orders.fifo")))
+            q.0[q.0.len() - 2],
+            keys.applied_ids(&key("acme", "orders.fifo"))
+        );
+        assert_eq!(
+            q.0.last().map(String::as_str),
+            Some("{sluice:acme:orders.fifo}:size")
         );
         assert_eq!(
             keys.tenant_queues(&TenantId::parse("acme").unwrap()),

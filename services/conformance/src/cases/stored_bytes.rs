@@ -1,7 +1,7 @@
 //! Stored bytes: every queue's [`QueueStats::stored_bytes`](sluice_engine::QueueStats) moves
 //! with each way a message enters or leaves it (send, batch, fan-out copy, dead-letter move,
 //! redrive, delete, purge, expiry, queue deletion) and always equals the sum of the sizes of
-//! the messages it holds, as `max_message_bytes` counts them. The tenant quota
+//! the unexpired messages it holds, as `max_message_bytes` counts them. The tenant quota
 //! `max_stored_bytes` is enforced on these totals, so an engine whose count drifts lets a
 //! tenant store past its quota or locks it out.
 
@@ -112,6 +112,11 @@ pub async fn stored_bytes_follow_every_add_and_removal(ctx: Ctx) {
     ctx.clock.advance(30 * SECOND);
     s.send(t, "short", sized("young")).await.unwrap();
     ctx.clock.advance(31 * SECOND);
+    // An expired message no longer counts, swept or not.
+    assert_eq!(
+        ctx.stored_bytes_match("short").await,
+        size_of_sized("young")
+    );
     ctx.engine.expire(ctx.clock.now()).await.unwrap();
     assert_eq!(
         ctx.stored_bytes_match("short").await,

@@ -211,17 +211,20 @@ local function expire_upto(cutoff, limit)
   return #old, more
 end
 
--- Counts by state at `now` with expired messages left out (exactly while at most 1000 await
--- the sweep), and the oldest unexpired sent_at (-1: none). Visible: visible_at <= now;
--- in flight: hidden and received before; delayed: hidden and never received.
+-- Counts by state and stored bytes at `now` with expired messages left out (exactly while at
+-- most 1000 await the sweep), and the oldest unexpired sent_at (-1: none). Visible:
+-- visible_at <= now; in flight: hidden and received before; delayed: hidden and never
+-- received.
 local function stats(now)
   local cutoff = now - retention()
   local visible = redis.call('ZCOUNT', VIS, '-inf', int(now))
   local hidden = redis.call('ZCOUNT', VIS, '(' .. int(now), '+inf')
   local in_flight = redis.call('ZCOUNT', RCV, '(' .. int(now), '+inf')
   local delayed = hidden - in_flight
+  local bytes = tonumber(redis.call('HGET', META, 'stored_bytes') or '0')
   local old = redis.call('ZRANGEBYSCORE', SENT, '-inf', int(cutoff), 'LIMIT', 0, 1000)
   for _, m in ipairs(old) do
+    bytes = bytes - tonumber(redis.call('HGET', SIZES, m) or '0')
     local at = tonumber(redis.call('ZSCORE', VIS, m) or 0)
     if at <= now then
       visible = visible - 1
@@ -236,16 +239,15 @@ local function stats(now)
   if #first == 2 then
     oldest = tonumber(first[2])
   end
-  return { visible, in_flight, delayed, oldest }
+  return { visible, in_flight, delayed, oldest, math.max(bytes, 0) }
 end
 
 -- The reply that describes a queue: {1, uid, created_at, updated_at, config, visible,
 -- in_flight, delayed, oldest_sent_at, stored_bytes}.
 local function describe(now)
-  local meta = redis.call('HMGET', META, 'uid', 'created_at', 'updated_at', 'config', 'stored_bytes')
+  local meta = redis.call('HMGET', META, 'uid', 'created_at', 'updated_at', 'config')
   local s = stats(now)
-  return { 1, meta[1], tonumber(meta[2]), tonumber(meta[3]), meta[4], s[1], s[2], s[3], s[4],
-    tonumber(meta[5] or '0') }
+  return { 1, meta[1], tonumber(meta[2]), tonumber(meta[3]), meta[4], s[1], s[2], s[3], s[4], s[5] }
 end
 
 -- When the next hidden message becomes receivable, skipping those whose retention ends first
