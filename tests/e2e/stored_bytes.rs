@@ -255,3 +255,72 @@ async fn max_stored_bytes_is_enforced_on_redis() {
     );
     quota_holds(&server).await;
 }
+
+/// Two gateways on one Redis: each admits against its own count of the tenant's bytes, so one
+/// sees the other's sends (and deletes) at its next refresh, within seconds; until then it may
+/// admit past the quota, by at most what it accepts in that time.
+#[tokio::test]
+async fn two_gateways_see_each_others_bytes_within_seconds() {
+    let redis = RedisServer::start().unwrap();
+    let prefix = unique_prefix("e2e-bytes2");
+    let start_gateway = || {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start_in(
+            dir.path(),
+            &[
+                "--jwt-secret",
+                SECRET,
+                "--store",
+                &redis.url(),
+                "--redis-key-prefix",
+                &prefix,
+            ],
+        );
+        (dir, server)
+    };
+    let (_a_dir, a) = start_gateway();
+    let (_b_dir, b) = start_gateway();
+    let created = a
+        .call(
+            Method::POST,
+            "/v1/admin/tenants",
+            &token(None, "admin"),
+            Some(json!({"id": "shared", "quotas": {"max_stored_bytes": 1000}})),
+        )
+        .await;
+    assert_eq!(created.0, 201, "{}", created.1);
+    let t = tenant_token("shared");
+    assert_eq!(a.call(Method::PUT, "/v1/queues/q", &t, None).await.0, 201);
+    // B counts the tenant from here on.
+    assert_eq!(send(&b, &t, "q", 100).await.0, 201);
+    // A fills the rest: it summed the queues before its first admission.
+    for _ in 0..9 {
+        let answer = send(&a, &t, "q", 100).await;
+        assert_eq!(answer.0, 201, "{}", answer.1);
+    }
+    assert_error(&send(&a, &t, "q", 1).await, 429, "QuotaExceeded");
+
+    // B learns of A's sends at its next refresh; until then it may admit a few more.
+    let started = Instant::now();
+    let mut overshoot = 0;
+    loop {
+        let answer = send(&b, &t, "q", 10).await;
+        if answer.0 == 429 {
+            assert_error(&answer, 429, "QuotaExceeded");
+            break;
+        }
+        assert_eq!(answer.0, 201, "{}", answer.1);
+        overshoot += 10;
+        assert!(
+            started.elapsed() < FREED_WITHIN,
+            "B still admits after {FREED_WITHIN:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(stored_bytes(&a, &t, "q").await, 1000 + overshoot);
+
+    // A purge through A frees room for sends through B within seconds.
+    let purged = a.call(Method::POST, "/v1/queues/q/purge", &t, None).await;
+    assert_eq!(purged.0, 204, "{}", purged.1);
+    send_once_freed(&b, &t, "q", 900).await;
+}

@@ -21,7 +21,7 @@
 use crate::{ServiceError, Services};
 use sluice_engine::{Publication, Quotas, TenantId};
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 /// How often each gateway sums the stored bytes of the tenants it enforces the quota for.
@@ -44,17 +44,27 @@ struct Usage {
 /// The per-gateway cache of tenants' stored bytes (see the module docs).
 #[derive(Debug, Default)]
 pub(crate) struct StoredBytes {
-    tenants: Mutex<HashMap<TenantId, Usage>>,
+    /// Read on every request (most tenants have no quota), written when a quota changes and
+    /// on each admission of a tenant with one.
+    tenants: RwLock<HashMap<TenantId, Usage>>,
 }
 
 impl StoredBytes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TenantId, Usage>> {
-        self.tenants.lock().unwrap_or_else(PoisonError::into_inner)
+    fn read(&self) -> RwLockReadGuard<'_, HashMap<TenantId, Usage>> {
+        self.tenants.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock(&self) -> RwLockWriteGuard<'_, HashMap<TenantId, Usage>> {
+        self.tenants.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records the tenant's current quotas: a tenant with `max_stored_bytes` is enforced from
-    /// now on, one without is forgotten.
+    /// now on, one without is forgotten. Called on every request: a look, and a write only
+    /// when the quota changed.
     pub(crate) fn note(&self, tenant: &TenantId, quotas: &Quotas) {
+        if self.read().get(tenant).map(|usage| usage.limit) == quotas.max_stored_bytes {
+            return;
+        }
         let mut tenants = self.lock();
         match quotas.max_stored_bytes {
             Some(limit) => match tenants.get_mut(tenant) {
@@ -82,7 +92,7 @@ impl StoredBytes {
     }
 
     fn usage(&self, tenant: &TenantId) -> Option<Usage> {
-        self.lock().get(tenant).copied()
+        self.read().get(tenant).copied()
     }
 }
 
@@ -179,7 +189,7 @@ impl Services {
     pub(crate) async fn refresh_stored_bytes(&self) -> Result<(), ServiceError> {
         let tenants: Vec<(TenantId, u64)> = self
             .stored_bytes
-            .lock()
+            .read()
             .iter()
             .map(|(tenant, usage)| (tenant.clone(), usage.admitted))
             .collect();
