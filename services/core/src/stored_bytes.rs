@@ -6,8 +6,9 @@
 //! [`QueueStats::stored_bytes`](sluice_engine::QueueStats::stored_bytes), which every engine
 //! keeps exact in the same atomic step as each add and removal. Summing them on every send
 //! would cost a walk of the tenant's queues per message, so each gateway keeps, for the tenants
-//! with the quota that its requests named (noted from the quotas every authenticated request
-//! reads), the total found by its last refresh plus the bytes it admitted since. A background
+//! with the quota that its requests named (noted by
+//! [`admit_request`](crate::Services::admit_request), which every tenant request passes with
+//! the tenant's quotas), the total found by its last refresh plus the bytes it admitted since. A background
 //! job refreshes every total each [`REFRESH_PERIOD`]; the first send of a tenant not yet
 //! refreshed sums its queues then. Tenants without the quota cost nothing.
 //!

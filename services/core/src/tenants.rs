@@ -143,18 +143,15 @@ impl Services {
         issued_at_seconds: Option<u64>,
     ) -> Result<Quotas, ServiceError> {
         let issued_at = issued_at_seconds.map(|s| s.saturating_mul(1000));
-        let quotas = self
+        Ok(self
             .engine
             .ensure_tenant(tenant, issued_at, self.clock.now())
-            .await?;
-        // Every authenticated request passes here first: the quota is enforced from the
-        // tenant's first request on, and follows changes made through other gateways.
-        self.stored_bytes.note(tenant, &quotas);
-        Ok(quotas)
+            .await?)
     }
 
     /// Spends one of `tenant`'s request tokens, called once per request before anything else
-    /// is looked at (so requests refused for any later reason spend theirs too).
+    /// is looked at (so requests refused for any later reason spend theirs too), and notes the
+    /// tenant's `max_stored_bytes` for the sends that follow.
     /// [`ServiceError::RateLimited`] when its `requests_per_second` and `burst` allow no
     /// more for now; a tenant without `requests_per_second` is not limited and costs nothing.
     pub async fn admit_request(
@@ -162,6 +159,10 @@ impl Services {
         tenant: &TenantId,
         quotas: &Quotas,
     ) -> Result<(), ServiceError> {
+        // Every tenant request passes here first (REST and the AWS endpoint alike), with the
+        // quotas as the gateway reads them: `max_stored_bytes` is enforced from the tenant's
+        // first request on, and follows changes made through other gateways.
+        self.stored_bytes.note(tenant, quotas);
         let Some(limit) = rate_limit(quotas) else {
             return Ok(());
         };
