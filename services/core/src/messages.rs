@@ -302,7 +302,8 @@ impl Services {
         }
     }
 
-    /// Sends one message; answers once it is durable.
+    /// Sends one message; answers once it is durable. Past the tenant's `max_stored_bytes`,
+    /// [`ServiceError::QuotaExceeded`].
     pub async fn send(
         &self,
         tenant: &TenantId,
@@ -323,29 +324,21 @@ impl Services {
             .send(&key, vec![message], now)
             .await
             .map(|mut answers| answers.pop());
-        match answer {
-            Ok(Some(Ok(sent))) => {
-                if sent.duplicate {
-                    self.release_stored_bytes(tenant, reserved);
-                } else {
+        // Only a message actually stored keeps its bytes counted.
+        if !matches!(&answer, Ok(Some(Ok(sent))) if !sent.duplicate) {
+            self.release_stored_bytes(tenant, reserved);
+        }
+        match answer? {
+            Some(Ok(sent)) => {
+                if !sent.duplicate {
                     self.metric_labels.count(&key, Event::Sent, 1);
                 }
                 Ok(Self::send_result(digests, sent, fifo))
             }
-            Ok(Some(Err(rejection))) => {
-                self.release_stored_bytes(tenant, reserved);
-                Err(rejection.into())
-            }
-            Ok(None) => {
-                self.release_stored_bytes(tenant, reserved);
-                Err(ServiceError::Internal(
-                    "engine answered no result for a send".into(),
-                ))
-            }
-            Err(error) => {
-                self.release_stored_bytes(tenant, reserved);
-                Err(error.into())
-            }
+            Some(Err(rejection)) => Err(rejection.into()),
+            None => Err(ServiceError::Internal(
+                "engine answered no result for a send".into(),
+            )),
         }
     }
 

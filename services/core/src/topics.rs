@@ -1082,7 +1082,9 @@ impl Services {
     }
 
     /// Publishes one message: answers once it is durable (each matching subscription then gets
-    /// exactly one copy, also if this process dies right after answering).
+    /// exactly one copy, also if this process dies right after answering). A publish whose
+    /// copies would take the tenant past its `max_stored_bytes` is
+    /// [`ServiceError::QuotaExceeded`] and delivers nothing.
     pub async fn publish(
         &self,
         tenant: &TenantId,
