@@ -324,3 +324,46 @@ async fn two_gateways_see_each_others_bytes_within_seconds() {
     assert_eq!(purged.0, 204, "{}", purged.1);
     send_once_freed(&b, &t, "q", 900).await;
 }
+
+/// A malformed `max_stored_bytes` is a 400 naming the field, and changes nothing.
+#[tokio::test]
+async fn a_bad_max_stored_bytes_is_refused_naming_the_field() {
+    let server = Server::start();
+    let admin = token(None, "admin");
+    let created = server
+        .call(
+            Method::POST,
+            "/v1/admin/tenants",
+            &admin,
+            Some(json!({"id": "kept", "quotas": {"max_stored_bytes": 500}})),
+        )
+        .await;
+    assert_eq!(created.0, 201, "{}", created.1);
+    for bad in [json!(-1), json!("lots"), json!(1.5)] {
+        for (method, path, id) in [
+            (Method::POST, "/v1/admin/tenants", Some("other")),
+            (Method::PATCH, "/v1/admin/tenants/kept", None),
+        ] {
+            let mut body = json!({"quotas": {"max_stored_bytes": bad}});
+            if let Some(id) = id {
+                body["id"] = json!(id);
+            }
+            let answer = server.call(method, path, &admin, Some(body)).await;
+            assert_error(&answer, 400, "ValidationError");
+            let message = answer.1["error"]["message"].as_str().unwrap();
+            assert!(message.contains("max_stored_bytes"), "{bad}: {message}");
+        }
+    }
+    let (status, kept) = server
+        .call(Method::GET, "/v1/admin/tenants/kept", &admin, None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(kept["quotas"]["max_stored_bytes"], 500, "{kept}");
+    assert_error(
+        &server
+            .call(Method::GET, "/v1/admin/tenants/other", &admin, None)
+            .await,
+        404,
+        "TenantNotFound",
+    );
+}
