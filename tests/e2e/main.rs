@@ -19,5 +19,6 @@ mod ratelimit;
 mod readme;
 mod redis;
 mod restart;
+mod stored_bytes;
 mod tenants;
 mod topics;

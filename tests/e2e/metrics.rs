@@ -1,6 +1,6 @@
 //! `GET /metrics`: Prometheus text that parses, request metrics labelled by route template,
 //! message counters by tenant, queue and event on each engine, queue gauges that follow the
-//! queue's stats, `--metrics-per-queue false`, and each engine's internals (commits, Redis
+//! queue's stats (stored bytes included), `--metrics-per-queue false`, and each engine's internals (commits, Redis
 //! calls and errors, waiting long polls).
 
 use crate::harness::{tenant_token, Server, SECRET};
@@ -417,11 +417,22 @@ async fn gauges_follow_stats(server: &Server) {
         "{queue}"
     );
 
+    // "now" three times and "later": the bytes of every message, whatever its state.
+    assert_eq!(stats["stored_bytes"], json!(3 * 3 + 5), "{queue}");
+    let stored = |s: &[Sample], queue: &str| {
+        value(
+            s,
+            "sluice_queue_stored_bytes",
+            &[("tenant", "acme"), ("queue", queue)],
+        )
+    };
+
     let jobs = Some("jobs");
     scrape_until(server, "gauges equal the queue's stats", |s| {
         gauge(s, "acme", jobs, "visible") == Some(2.0)
             && gauge(s, "acme", jobs, "in_flight") == Some(1.0)
             && gauge(s, "acme", jobs, "delayed") == Some(1.0)
+            && stored(s, "jobs") == Some(14.0)
     })
     .await;
     let samples = scrape(server).await;
@@ -441,6 +452,7 @@ async fn gauges_follow_stats(server: &Server) {
     };
     assert!(age(&samples, "jobs").is_some_and(|a| (0.0..60.0).contains(&a)));
     assert_eq!(age(&samples, "empty"), Some(0.0));
+    assert_eq!(stored(&samples, "empty"), Some(0.0));
 
     assert_eq!(
         server
@@ -454,6 +466,7 @@ async fn gauges_follow_stats(server: &Server) {
             .iter()
             .all(|state| gauge(s, "acme", jobs, state).unwrap_or(0.0) == 0.0)
             && age(s, "jobs").unwrap_or(0.0) == 0.0
+            && stored(s, "jobs").unwrap_or(0.0) == 0.0
     })
     .await;
 }
@@ -480,6 +493,7 @@ async fn metrics_per_queue_false_drops_the_queue_label() {
     send(&server, &t, "b", json!({"body": "3"})).await;
     scrape_until(&server, "the tenant's gauge adds its queues up", |s| {
         gauge(s, "acme", None, "visible") == Some(3.0)
+            && value(s, "sluice_queue_stored_bytes", &[("tenant", "acme")]) == Some(3.0)
     })
     .await;
     let samples = scrape(&server).await;

@@ -23,7 +23,7 @@ async fn queue_lifecycle_over_http() {
     assert!(queue["config"].get("content_based_deduplication").is_none());
     assert_eq!(
         queue["stats"],
-        json!({"visible": 0, "in_flight": 0, "delayed": 0, "oldest_age_seconds": null})
+        json!({"visible": 0, "in_flight": 0, "delayed": 0, "oldest_age_seconds": null, "stored_bytes": 0})
     );
     let created_at = queue["created_at"].as_str().unwrap().to_owned();
     assert!(
@@ -354,7 +354,7 @@ async fn messages_send_receive_delete_visibility_peek_purge() {
     let (_, after) = server.call(Method::GET, "/v1/queues/jobs", &t, None).await;
     assert_eq!(
         after["stats"],
-        json!({"visible": 0, "in_flight": 0, "delayed": 0, "oldest_age_seconds": null})
+        json!({"visible": 0, "in_flight": 0, "delayed": 0, "oldest_age_seconds": null, "stored_bytes": 0})
     );
 }
 

@@ -249,6 +249,10 @@ pub struct QueueStatsOutput {
     pub delayed: u64,
     /// Age of the oldest message not yet deleted; `null` when there is none.
     pub oldest_age_seconds: Option<u64>,
+    /// Bytes of the messages counted above (every state, expired ones left out), each as
+    /// `max_message_bytes` counts it: body plus attribute names, types and values. What the
+    /// tenant quota `max_stored_bytes` adds up.
+    pub stored_bytes: u64,
 }
 
 /// A queue.
@@ -309,6 +313,7 @@ impl From<QueueView> for Queue {
                 in_flight: view.stats.in_flight,
                 delayed: view.stats.delayed,
                 oldest_age_seconds: view.oldest_age_seconds,
+                stored_bytes: view.stats.stored_bytes,
             },
         }
     }
@@ -841,7 +846,9 @@ pub struct QuotasBody {
     /// `requests_per_second`). Needs `requests_per_second`.
     #[schema(minimum = 1)]
     pub burst: Option<u64>,
-    /// Most bytes stored (stored; not enforced yet).
+    /// Most bytes of messages the tenant may store, summed over its queues' `stored_bytes`
+    /// (enforced: a send, batch entry or publish whose copies would go past it is 429
+    /// `QuotaExceeded` with `Retry-After`; deletes free bytes within seconds).
     pub max_stored_bytes: Option<u64>,
 }
 

@@ -33,7 +33,7 @@ use sluice_services::{BatchOutcome, ChangeVisibilityEntry, DeleteEntry, ReceiveR
         (status = 404, response = QueueNotFound),
         (status = 413, description = "`PayloadTooLarge`: the message exceeds the queue's `max_message_bytes`, or the body what this operation reads", body = ErrorBody),
         (status = 415, response = UnsupportedMediaType),
-        (status = 429, description = "`QueueFull`: the queue holds `max_depth` messages; or `RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now (every authenticated `/v1` request outside `/v1/admin` spends one, refused ones too)", body = ErrorBody,
+        (status = 429, description = "`QueueFull`: the queue holds `max_depth` messages; or `QuotaExceeded`: the message would take the tenant's stored bytes past its `max_stored_bytes`; or `RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now (every authenticated `/v1` request outside `/v1/admin` spends one, refused ones too)", body = ErrorBody,
             headers(("retry-after" = u32, description = "Seconds to wait before retrying")))),
     security(("bearer" = [])))]
 pub async fn send(
@@ -58,7 +58,7 @@ pub async fn send(
     params(("queue" = String, Path, description = "Queue name: 1-80 of [A-Za-z0-9_-]; the suffix .fifo (counted in the 80) makes it a FIFO queue", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body = SendBatch,
     responses(
-        (status = 200, description = "Each entry stored or refused on its own", body = SendBatchOutput),
+        (status = 200, description = "Each entry stored or refused on its own (entries are admitted against the tenant's `max_stored_bytes` in order: those past it fail with `QuotaExceeded`)", body = SendBatchOutput),
         (status = 400, description = "`ValidationError` or `MalformedRequest`: entry count, malformed or duplicate entry ids, or an invalid body", body = ErrorBody),
         (status = 401, response = Unauthenticated),
         (status = 429, response = RateLimited),

@@ -273,7 +273,8 @@ pub async fn unsubscribe(
         (status = 404, response = TopicNotFound),
         (status = 413, description = "`PayloadTooLarge`: the message exceeds the server's `max_message_bytes`", body = ErrorBody),
         (status = 415, response = UnsupportedMediaType),
-        (status = 429, response = RateLimited)),
+        (status = 429, description = "`QuotaExceeded`: the copies the matching subscriptions would get would take the tenant's stored bytes past its `max_stored_bytes` (nothing is delivered); or `RateLimited`: the tenant's `requests_per_second` and `burst` admit no more requests for now", body = ErrorBody,
+            headers(("retry-after" = u32, description = "Seconds to wait before retrying")))),
     security(("bearer" = [])))]
 pub async fn publish(
     caller: Caller,
@@ -299,7 +300,7 @@ pub async fn publish(
     params(("topic" = String, Path, description = "Topic name", pattern = r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")),
     request_body = PublishBatch,
     responses(
-        (status = 200, description = "Each entry published or refused on its own", body = PublishBatchOutput),
+        (status = 200, description = "Each entry published or refused on its own (entries are admitted against the tenant's `max_stored_bytes` in order, by the size of their copies: those past it fail with `QuotaExceeded`)", body = PublishBatchOutput),
         (status = 400, description = "`ValidationError` or `MalformedRequest`: entry count, malformed or duplicate entry ids, or an invalid body", body = ErrorBody),
         (status = 401, response = Unauthenticated),
         (status = 403, response = Forbidden),

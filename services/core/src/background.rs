@@ -1,6 +1,7 @@
 //! Background work: the periodic jobs a gateway runs beside its requests (retention expiry,
 //! recovery of interrupted moves between queues and of interrupted topic fan-outs, redrive
-//! tasks, the queue-gauge sampler; later payload collection), and the supervisor that runs
+//! tasks, the stored-bytes refresh behind `max_stored_bytes`, the queue-gauge sampler; later
+//! payload collection), and the supervisor that runs
 //! each of them.
 //!
 //! A job is one round of work repeated on a period. The supervisor runs every round as its own
@@ -14,7 +15,8 @@
 //! is idempotent (a message expires once, whoever removes it), transfer recovery completes each
 //! interrupted move exactly once (the engine's steps are idempotent), fan-out recovery makes
 //! each interrupted delivery exactly once (idempotent per publication and subscription), a redrive task is worked
-//! on by the one gateway holding its lease (see `redrive.rs`), and sampling only reads.
+//! on by the one gateway holding its lease (see `redrive.rs`), and sampling and the stored-bytes
+//! refresh only read.
 
 use crate::metrics::QueueGauges;
 use crate::{ServiceError, Services};
@@ -45,8 +47,8 @@ pub struct Background {
 
 impl Background {
     /// Starts the standard jobs over `services`: retention expiry, transfer and fan-out recovery every
-    /// `expiry_period`, redrive tasks every [`ROUND_PERIOD`](crate::ROUND_PERIOD), and the
-    /// queue-gauge sampler every `sample_period`.
+    /// `expiry_period`, redrive tasks every [`ROUND_PERIOD`](crate::ROUND_PERIOD), tenants'
+    /// stored bytes every second, and the queue-gauge sampler every `sample_period`.
     pub fn start(services: &Services, expiry_period: Duration, sample_period: Duration) -> Self {
         let clock = services.clock().clone();
         let expiry = {
@@ -92,6 +94,18 @@ impl Background {
                 },
             )
         };
+        let stored_bytes = {
+            let services = services.clone();
+            supervise(
+                "stored_bytes_refresh",
+                crate::stored_bytes::REFRESH_PERIOD,
+                clock.clone(),
+                move || {
+                    let services = services.clone();
+                    Box::pin(async move { services.refresh_stored_bytes().await })
+                },
+            )
+        };
         let sampler = {
             let services = services.clone();
             // The gauges' handles and last values, from walk to walk (see `metrics.rs`).
@@ -119,7 +133,7 @@ impl Background {
             )
         };
         Self {
-            jobs: vec![expiry, recovery, fanout, redrive, sampler],
+            jobs: vec![expiry, recovery, fanout, redrive, stored_bytes, sampler],
         }
     }
 

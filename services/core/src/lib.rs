@@ -15,6 +15,7 @@ mod messages;
 mod metrics;
 mod queues;
 mod redrive;
+mod stored_bytes;
 mod tenants;
 mod topics;
 mod validate;
@@ -81,6 +82,8 @@ pub struct Services {
     policy_cache: topics::PolicyCache,
     /// The region in topic ARNs (`TopicArn` of enveloped copies).
     aws_region: Arc<String>,
+    /// Tenants' stored bytes, for `max_stored_bytes` (see `stored_bytes.rs`).
+    stored_bytes: Arc<stored_bytes::StoredBytes>,
 }
 
 impl Services {
@@ -98,6 +101,7 @@ impl Services {
             waiting_polls: Arc::default(),
             policy_cache: topics::PolicyCache::default(),
             aws_region: Arc::new("us-east-1".to_owned()),
+            stored_bytes: Arc::default(),
         }
     }
 

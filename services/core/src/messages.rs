@@ -11,12 +11,17 @@ use crate::validate::{
 };
 use crate::{ServiceError, Services};
 use sluice_engine::{
-    DeadLetter, MessageAttribute, MessageState, Millis, NewMessage, QueueConfig, QueueKey,
-    SentMessage, StoredMessage, TenantId,
+    message_size, DeadLetter, MessageAttribute, MessageState, Millis, NewMessage, QueueConfig,
+    QueueKey, SentMessage, StoredMessage, TenantId,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// The bytes a message adds to its tenant's stored bytes (what `max_message_bytes` bounds).
+fn stored_size(message: &NewMessage) -> u64 {
+    message_size(&message.body, &message.attributes) as u64
+}
 
 /// A message to send.
 #[derive(Debug, Clone, Default)]
@@ -192,7 +197,7 @@ impl Services {
             }
         };
         validate_body(&at("body"), &request.body)?;
-        let attribute_bytes = validate_attributes(&at("attributes"), &request.attributes)?;
+        validate_attributes(&at("attributes"), &request.attributes)?;
         if let Some(group_id) = &request.group_id {
             validate_token_id(&at("group_id"), group_id)?;
         }
@@ -258,7 +263,7 @@ impl Services {
             }
             (None, None) => now + u64::from(config.delay_seconds) * 1000,
         };
-        let size = request.body.len() + attribute_bytes;
+        let size = message_size(&request.body, &request.attributes);
         if size > config.max_message_bytes as usize {
             return Err(ServiceError::PayloadTooLarge(format!(
                 "{}: the message is {size} bytes (body plus attributes); this queue accepts at most {}",
@@ -297,7 +302,8 @@ impl Services {
         }
     }
 
-    /// Sends one message; answers once it is durable.
+    /// Sends one message; answers once it is durable. Past the tenant's `max_stored_bytes`,
+    /// [`ServiceError::QuotaExceeded`].
     pub async fn send(
         &self,
         tenant: &TenantId,
@@ -310,8 +316,19 @@ impl Services {
         let fifo = key.name.is_fifo();
         let message = self.prepare("", &config, fifo, request, now)?;
         let digests = Self::digests(&message);
-        let mut answers = self.engine.send(&key, vec![message], now).await?;
-        match answers.pop() {
+        let reserved = self
+            .reserve_stored_bytes(tenant, stored_size(&message))
+            .await?;
+        let answer = self
+            .engine
+            .send(&key, vec![message], now)
+            .await
+            .map(|mut answers| answers.pop());
+        // Only a message actually stored keeps its bytes counted.
+        if !matches!(&answer, Ok(Some(Ok(sent))) if !sent.duplicate) {
+            self.release_stored_bytes(tenant, reserved);
+        }
+        match answer? {
             Some(Ok(sent)) => {
                 if !sent.duplicate {
                     self.metric_labels.count(&key, Event::Sent, 1);
@@ -348,7 +365,18 @@ impl Services {
                 entry.message,
                 now,
             ) {
-                Ok(message) => accepted.push((entry.id, message)),
+                // Entries are admitted against max_stored_bytes one by one, in order: those
+                // that fit are sent, the rest fail alone.
+                Ok(message) => match self
+                    .reserve_stored_bytes(tenant, stored_size(&message))
+                    .await
+                {
+                    Ok(reserved) => accepted.push((entry.id, (message, reserved))),
+                    Err(error) => failed.push(BatchFailure {
+                        id: entry.id,
+                        error,
+                    }),
+                },
                 Err(error) => failed.push(BatchFailure {
                     id: entry.id,
                     error,
@@ -357,15 +385,29 @@ impl Services {
         }
         let mut successful = Vec::new();
         if !accepted.is_empty() {
-            let (ids, messages): (Vec<String>, Vec<NewMessage>) = accepted.into_iter().unzip();
+            let (ids, sends): (Vec<String>, Vec<_>) = accepted.into_iter().unzip();
+            let (messages, reserved): (Vec<NewMessage>, Vec<_>) = sends.into_iter().unzip();
             let digests: Vec<_> = messages.iter().map(Self::digests).collect();
-            let answers = self.engine.send(&key, messages, now).await?;
+            let answers = match self.engine.send(&key, messages, now).await {
+                Ok(answers) => answers,
+                Err(error) => {
+                    for r in reserved {
+                        self.release_stored_bytes(tenant, r);
+                    }
+                    return Err(error.into());
+                }
+            };
             let stored = answers
                 .iter()
                 .filter(|a| a.as_ref().is_ok_and(|sent| !sent.duplicate))
                 .count();
             self.metric_labels.count(&key, Event::Sent, stored as u64);
-            for ((id, digests), answer) in ids.into_iter().zip(digests).zip(answers) {
+            for (((id, digests), answer), reserved) in
+                ids.into_iter().zip(digests).zip(answers).zip(reserved)
+            {
+                if !answer.as_ref().is_ok_and(|sent| !sent.duplicate) {
+                    self.release_stored_bytes(tenant, reserved);
+                }
                 match answer {
                     Ok(sent) => successful.push((id, Self::send_result(digests, sent, fifo))),
                     Err(rejection) => failed.push(BatchFailure {

@@ -1,7 +1,7 @@
 //! The domain metrics the services record through the `metrics` facade: message outcomes
 //! (`sluice_messages_total`) at the point each is known, and the queue gauges
-//! (`sluice_queue_messages`, `sluice_queue_oldest_message_age_seconds`) refreshed by a sampler
-//! task. Which recorder collects them (Prometheus, in the gateway) is not this crate's business.
+//! (`sluice_queue_messages`, `sluice_queue_oldest_message_age_seconds`,
+//! `sluice_queue_stored_bytes`) refreshed by a sampler task. Which recorder collects them (Prometheus, in the gateway) is not this crate's business.
 
 use crate::Services;
 use sluice_engine::{Millis, QueueInfo, QueueKey, QueueStats, TenantId};
@@ -91,13 +91,18 @@ struct Sample {
     in_flight: u64,
     delayed: u64,
     oldest_sent_at: Option<Millis>,
+    stored_bytes: u64,
 }
+
+/// How many gauges a series has.
+const GAUGES: usize = 5;
 
 impl Sample {
     fn add(&mut self, stats: &QueueStats) {
         self.visible += stats.visible;
         self.in_flight += stats.in_flight;
         self.delayed += stats.delayed;
+        self.stored_bytes += stats.stored_bytes;
         self.oldest_sent_at = match (self.oldest_sent_at, stats.oldest_sent_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -105,7 +110,7 @@ impl Sample {
     }
 
     /// The values of the series' gauges, in [`SeriesGauges`] order.
-    fn values(&self, now: Millis) -> [f64; 4] {
+    fn values(&self, now: Millis) -> [f64; GAUGES] {
         let age = self
             .oldest_sent_at
             .map_or(0.0, |sent| now.saturating_sub(sent) as f64 / 1000.0);
@@ -114,16 +119,17 @@ impl Sample {
             self.in_flight as f64,
             self.delayed as f64,
             age,
+            self.stored_bytes as f64,
         ]
     }
 }
 
-/// The gauges of one series: `sluice_queue_messages` by state (visible, in flight, delayed)
-/// and `sluice_queue_oldest_message_age_seconds`, as handles resolved once, with the values
-/// they were last set to.
+/// The gauges of one series: `sluice_queue_messages` by state (visible, in flight, delayed),
+/// `sluice_queue_oldest_message_age_seconds` and `sluice_queue_stored_bytes`, as handles
+/// resolved once, with the values they were last set to.
 struct SeriesGauges {
-    handles: [metrics::Gauge; 4],
-    values: [f64; 4],
+    handles: [metrics::Gauge; GAUGES],
+    values: [f64; GAUGES],
     /// The walk that last found the series.
     walk: u64,
 }
@@ -147,17 +153,18 @@ impl SeriesGauges {
             metrics::gauge!("sluice_queue_messages", &labels(Some("in_flight"))),
             metrics::gauge!("sluice_queue_messages", &labels(Some("delayed"))),
             metrics::gauge!("sluice_queue_oldest_message_age_seconds", &labels(None)),
+            metrics::gauge!("sluice_queue_stored_bytes", &labels(None)),
         ];
         Self {
             handles,
             // Equal to nothing: the first `set` sets every gauge.
-            values: [f64::NAN; 4],
+            values: [f64::NAN; GAUGES],
             walk,
         }
     }
 
     /// Sets the gauges whose value changed since they were last set, or all of them.
-    fn set(&mut self, values: [f64; 4], all: bool) {
+    fn set(&mut self, values: [f64; GAUGES], all: bool) {
         for ((handle, last), value) in self.handles.iter().zip(&mut self.values).zip(values) {
             if all || last.to_bits() != value.to_bits() {
                 handle.set(value);
@@ -264,7 +271,7 @@ impl QueueGauges {
     /// and are forgotten.
     fn finish(&mut self, now: Millis) {
         let walk = self.walk;
-        let zero = [0.0; 4];
+        let zero = [0.0; GAUGES];
         self.tenants.retain(|_, tenant| {
             tenant.queues.retain(|_, gauges| {
                 let found = gauges.walk == walk;
@@ -448,15 +455,15 @@ mod tests {
         let mut gauges = QueueGauges::default();
         let both = [info("a", 2), info("b", 0)];
         walk(&recorder, &mut gauges, &both, 0);
-        // Two series of four gauges, each resolved once and set.
-        assert_eq!(recorder.counts(), (8, 8));
+        // Two series of five gauges, each resolved once and set.
+        assert_eq!(recorder.counts(), (10, 10));
         assert_eq!(recorder.value(&["queue = a", "state = visible"]), [2.0]);
         // Nothing changed: nothing resolved, nothing set.
         walk(&recorder, &mut gauges, &both, 3_000);
-        assert_eq!(recorder.counts(), (8, 8));
+        assert_eq!(recorder.counts(), (10, 10));
         // One value changed: one gauge set.
         walk(&recorder, &mut gauges, &[info("a", 3), info("b", 0)], 6_000);
-        assert_eq!(recorder.counts(), (8, 9));
+        assert_eq!(recorder.counts(), (10, 11));
         assert_eq!(recorder.value(&["queue = a", "state = visible"]), [3.0]);
         // Every SET_ALL_EVERY_MS all of them, changed or not, through the same handles.
         walk(
@@ -465,7 +472,7 @@ mod tests {
             &[info("a", 3), info("b", 0)],
             SET_ALL_EVERY_MS,
         );
-        assert_eq!(recorder.counts(), (8, 17));
+        assert_eq!(recorder.counts(), (10, 21));
         // A queue no longer found drops to 0 once and is forgotten.
         walk(
             &recorder,
@@ -473,7 +480,7 @@ mod tests {
             &[info("a", 3)],
             SET_ALL_EVERY_MS + 3_000,
         );
-        assert_eq!(recorder.counts(), (8, 21));
+        assert_eq!(recorder.counts(), (10, 26));
         assert_eq!(gauges.len(), 1);
         walk(
             &recorder,
@@ -481,12 +488,12 @@ mod tests {
             &[info("a", 3)],
             SET_ALL_EVERY_MS + 6_000,
         );
-        assert_eq!(recorder.counts(), (8, 21));
+        assert_eq!(recorder.counts(), (10, 26));
         // After a long pause the handles are resolved again (a recorder may have forgotten
         // them) and every gauge set.
         let late = SET_ALL_EVERY_MS + RESOLVE_AGAIN_AFTER_MS + 1;
         walk(&recorder, &mut gauges, &[info("a", 3)], late);
-        assert_eq!(recorder.counts(), (12, 25));
+        assert_eq!(recorder.counts(), (15, 31));
     }
 
     #[test]
@@ -494,22 +501,26 @@ mod tests {
         let recorder = Counting::default();
         let mut gauges = QueueGauges::default();
         let mut total = Sample::default();
-        for stats in [info("a", 2).stats, info("b", 3).stats] {
-            total.add(&stats);
+        for (stats, bytes) in [(info("a", 2).stats, 100), (info("b", 3).stats, 20)] {
+            total.add(&QueueStats {
+                stored_bytes: bytes,
+                ..stats
+            });
         }
         metrics::with_local_recorder(&recorder, || {
             gauges.begin(0);
             gauges.set_total("t", &total, 0);
             gauges.finish(0);
         });
-        assert_eq!(recorder.counts(), (4, 4));
+        assert_eq!(recorder.counts(), (5, 5));
         assert_eq!(recorder.value(&["state = visible"]), [5.0]);
+        assert_eq!(recorder.value(&["sluice_queue_stored_bytes"]), [120.0]);
         // The tenant went away: its series drops to 0.
         metrics::with_local_recorder(&recorder, || {
             gauges.begin(3_000);
             gauges.finish(3_000);
         });
-        assert_eq!(recorder.counts(), (4, 8));
+        assert_eq!(recorder.counts(), (5, 10));
         assert_eq!(recorder.value(&["state = visible"]), [0.0]);
         assert_eq!(gauges.len(), 0);
     }

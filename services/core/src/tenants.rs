@@ -1,7 +1,8 @@
 //! Tenant administration: the records behind `/v1/admin/tenants`, implicit tenants named by
 //! tokens, what deleting a tenant means for its tokens, and the per-request rate limit
 //! (`requests_per_second`, `burst`). The queue-count quota is checked by the engine, atomically
-//! with the creation of a queue.
+//! with the creation of a queue; `max_stored_bytes` by `stored_bytes.rs`, which learns each
+//! tenant's quota here.
 //!
 //! Also each tenant's AWS account id: 12 digits, unique, kept in two compare-and-set records of
 //! the engine's [`Records`](sluice_engine::Records) because the engine's tenant record has no
@@ -149,7 +150,8 @@ impl Services {
     }
 
     /// Spends one of `tenant`'s request tokens, called once per request before anything else
-    /// is looked at (so requests refused for any later reason spend theirs too).
+    /// is looked at (so requests refused for any later reason spend theirs too), and notes the
+    /// tenant's `max_stored_bytes` for the sends that follow.
     /// [`ServiceError::RateLimited`] when its `requests_per_second` and `burst` allow no
     /// more for now; a tenant without `requests_per_second` is not limited and costs nothing.
     pub async fn admit_request(
@@ -157,6 +159,10 @@ impl Services {
         tenant: &TenantId,
         quotas: &Quotas,
     ) -> Result<(), ServiceError> {
+        // Every tenant request passes here first (REST and the AWS endpoint alike), with the
+        // quotas as the gateway reads them: `max_stored_bytes` is enforced from the tenant's
+        // first request on, and follows changes made through other gateways.
+        self.stored_bytes.note(tenant, quotas);
         let Some(limit) = rate_limit(quotas) else {
             return Ok(());
         };
@@ -237,6 +243,7 @@ impl Services {
             }
             return Err(error.into());
         }
+        self.stored_bytes.note(&record.id, &record.quotas);
         let account = match given {
             Some((given, _)) => {
                 self.point_tenant_at(&record.id, &given).await?;
@@ -421,6 +428,7 @@ impl Services {
         let mut record = self.get_tenant(id).await?;
         record.quotas = quotas;
         self.engine.update_tenant(record.clone()).await?;
+        self.stored_bytes.note(&record.id, &record.quotas);
         Ok(record)
     }
 
@@ -433,7 +441,9 @@ impl Services {
         // Keys first: once the deletion starts, nothing may sign as the tenant.
         self.delete_tenant_access_keys(&id).await?;
         self.release_account_id(&id).await?;
-        if self.engine.delete_tenant(&id, self.clock.now()).await? {
+        let deleted = self.engine.delete_tenant(&id, self.clock.now()).await?;
+        self.stored_bytes.forget(&id);
+        if deleted {
             Ok(())
         } else {
             Err(ServiceError::TenantNotFound)

@@ -1132,7 +1132,7 @@ impl Services {
             }
         };
         validate_body(&at("body"), &request.body)?;
-        let attribute_bytes = validate_attributes(&at("attributes"), &request.attributes)?;
+        validate_attributes(&at("attributes"), &request.attributes)?;
         if let Some(subject) = &request.subject {
             check_subject(&at("subject"), subject)?;
         }
@@ -1165,7 +1165,7 @@ impl Services {
             }
             None
         };
-        let size = request.body.len() + attribute_bytes;
+        let size = sluice_engine::message_size(&request.body, &request.attributes);
         if size > self.limits.max_message_bytes as usize {
             return Err(ServiceError::PayloadTooLarge(format!(
                 "{}: the message is {size} bytes (body plus attributes); this server accepts at most {}",
@@ -1274,7 +1274,9 @@ impl Services {
     }
 
     /// Publishes one message: answers once it is durable (each matching subscription then gets
-    /// exactly one copy, also if this process dies right after answering).
+    /// exactly one copy, also if this process dies right after answering). A publish whose
+    /// copies would take the tenant past its `max_stored_bytes` is
+    /// [`ServiceError::QuotaExceeded`] and delivers nothing.
     pub async fn publish(
         &self,
         tenant: &TenantId,
@@ -1287,12 +1289,21 @@ impl Services {
         let arn = self.topic_arn(&topic).await?;
         let publication =
             self.prepare_publication("", &topic, &config, &subscriptions, request, now, &arn)?;
-        let publications = vec![publication];
-        let mut answers = self
-            .engine
-            .publish(&topic, publications.clone(), now)
+        let reserved = self
+            .reserve_stored_bytes(tenant, self.copies_size(tenant, &publication))
             .await?;
+        let publications = vec![publication];
+        let mut answers = match self.engine.publish(&topic, publications.clone(), now).await {
+            Ok(answers) => answers,
+            Err(error) => {
+                self.release_stored_bytes(tenant, reserved);
+                return Err(error.into());
+            }
+        };
         self.count_deliveries(&topic, &publications, &answers);
+        if answers.first().is_none_or(|a| a.duplicate) {
+            self.release_stored_bytes(tenant, reserved);
+        }
         answers
             .pop()
             .map(Self::publish_result)
@@ -1315,6 +1326,7 @@ impl Services {
         let mut failed = Vec::new();
         let mut ids = Vec::new();
         let mut publications = Vec::new();
+        let mut reserved = Vec::new();
         for (index, entry) in entries.into_iter().enumerate() {
             match self.prepare_publication(
                 &format!("entries[{index}]"),
@@ -1325,10 +1337,21 @@ impl Services {
                 now,
                 &arn,
             ) {
-                Ok(publication) => {
-                    ids.push(entry.id);
-                    publications.push(publication);
-                }
+                // Admitted against max_stored_bytes one by one, as a send batch's entries.
+                Ok(publication) => match self
+                    .reserve_stored_bytes(tenant, self.copies_size(tenant, &publication))
+                    .await
+                {
+                    Ok(r) => {
+                        ids.push(entry.id);
+                        publications.push(publication);
+                        reserved.push(r);
+                    }
+                    Err(error) => failed.push(crate::BatchFailure {
+                        id: entry.id,
+                        error,
+                    }),
+                },
                 Err(error) => failed.push(crate::BatchFailure {
                     id: entry.id,
                     error,
@@ -1337,12 +1360,20 @@ impl Services {
         }
         let mut successful = Vec::new();
         if !publications.is_empty() {
-            let answers = self
-                .engine
-                .publish(&topic, publications.clone(), now)
-                .await?;
+            let answers = match self.engine.publish(&topic, publications.clone(), now).await {
+                Ok(answers) => answers,
+                Err(error) => {
+                    for r in reserved {
+                        self.release_stored_bytes(tenant, r);
+                    }
+                    return Err(error.into());
+                }
+            };
             self.count_deliveries(&topic, &publications, &answers);
-            for (id, answer) in ids.into_iter().zip(answers) {
+            for ((id, answer), r) in ids.into_iter().zip(answers).zip(reserved) {
+                if answer.duplicate {
+                    self.release_stored_bytes(tenant, r);
+                }
                 successful.push((id, Self::publish_result(answer)));
             }
         }

@@ -63,12 +63,12 @@ pub(crate) fn validate_body(field: &str, body: &str) -> Result<(), ServiceError>
     Ok(())
 }
 
-/// Checks attribute count, names, types and values; answers their size as SQS counts it
-/// (names, types and values, Binary values decoded).
+/// Checks attribute count, names, types and values (their size, with the body's, is
+/// [`sluice_engine::message_size`]).
 pub(crate) fn validate_attributes(
     field: &str,
     attributes: &BTreeMap<String, MessageAttribute>,
-) -> Result<usize, ServiceError> {
+) -> Result<(), ServiceError> {
     if attributes.len() > MAX_ATTRIBUTES {
         return Err(ServiceError::invalid(
             field,
@@ -78,7 +78,6 @@ pub(crate) fn validate_attributes(
             ),
         ));
     }
-    let mut size = 0;
     for (name, attribute) in attributes {
         let here = format!("{field}.{name}");
         validate_attribute_name(&here, name)?;
@@ -115,23 +114,19 @@ pub(crate) fn validate_attributes(
                 "must not be empty",
             ));
         }
-        let value_size = match base_type {
-            "Binary" => base64::engine::general_purpose::STANDARD
-                .decode(&attribute.value)
-                .map_err(|_| ServiceError::invalid(format!("{here}.value"), "must be base64"))?
-                .len(),
-            "Number" => {
-                validate_number(&format!("{here}.value"), &attribute.value)?;
-                attribute.value.len()
+        match base_type {
+            "Binary" => {
+                base64::engine::general_purpose::STANDARD
+                    .decode(&attribute.value)
+                    .map_err(|_| {
+                        ServiceError::invalid(format!("{here}.value"), "must be base64")
+                    })?;
             }
-            _ => {
-                validate_body(&format!("{here}.value"), &attribute.value)?;
-                attribute.value.len()
-            }
-        };
-        size += name.len() + attribute.data_type.len() + value_size;
+            "Number" => validate_number(&format!("{here}.value"), &attribute.value)?,
+            _ => validate_body(&format!("{here}.value"), &attribute.value)?,
+        }
     }
-    Ok(size)
+    Ok(())
 }
 
 fn validate_attribute_name(field: &str, name: &str) -> Result<(), ServiceError> {
@@ -420,17 +415,16 @@ mod tests {
 
     #[test]
     fn attribute_rules_name_the_field() {
+        // Valid ones, and their size as max_message_bytes counts it (Binary decoded).
+        let both = attrs(&[("a", "String", "xy"), ("n", "Number.int", "12")]);
+        assert_eq!(validate_attributes("attributes", &both), Ok(()));
         assert_eq!(
-            validate_attributes(
-                "attributes",
-                &attrs(&[("a", "String", "xy"), ("n", "Number.int", "12")])
-            ),
-            Ok(1 + 6 + 2 + 1 + 10 + 2)
+            sluice_engine::message_size("", &both),
+            1 + 6 + 2 + 1 + 10 + 2
         );
-        assert_eq!(
-            validate_attributes("attributes", &attrs(&[("b", "Binary", "AQID")])),
-            Ok(1 + 6 + 3)
-        );
+        let binary = attrs(&[("b", "Binary", "AQID")]);
+        assert_eq!(validate_attributes("attributes", &binary), Ok(()));
+        assert_eq!(sluice_engine::message_size("", &binary), 1 + 6 + 3);
         for (bad, field) in [
             (attrs(&[("AWS.x", "String", "v")]), "attributes.AWS.x"),
             (attrs(&[("amazon.x", "String", "v")]), "attributes.amazon.x"),

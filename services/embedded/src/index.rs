@@ -2,7 +2,7 @@
 //! its receive bookkeeping. Pure data structure, no I/O: the engine holds it under a mutex (in
 //! `queue_entry.rs`) and its operations (`ops/`) pair each change with a write to the store.
 //!
-//! Message ids, group ids, bodies and attributes stay on disk; a message costs a fixed ~32-byte
+//! Message ids, group ids, bodies and attributes stay on disk; a message costs a fixed ~40-byte
 //! [`MsgState`] plus its entries in two B-trees. Receive bookkeeping is deliberately volatile:
 //! after a restart every message is visible again at its stored `visible_at`.
 //!
@@ -53,6 +53,8 @@ pub(crate) struct Accepted {
     pub seq: u64,
     pub sent_at: Millis,
     pub visible_at: Millis,
+    /// Its size as `max_message_bytes` counts it.
+    pub size: u32,
     /// FIFO queues: the message group (`None` on standard queues, which ignore groups).
     pub group: Option<String>,
     /// FIFO queues: the deduplication key recorded for it, if any.
@@ -160,9 +162,10 @@ impl QueueState {
         seq: u64,
         sent_at: Millis,
         visible_at: Millis,
+        size: u32,
         group: Option<&str>,
     ) {
-        self.insert(seq, MsgState::new(sent_at, visible_at), group);
+        self.insert(seq, MsgState::new(sent_at, visible_at, size), group);
         self.next_seq = self.next_seq.max(seq.saturating_add(1));
     }
 
@@ -351,7 +354,7 @@ impl QueueState {
             if a.seq >= self.purge_floor {
                 self.insert(
                     a.seq,
-                    MsgState::new(a.sent_at, a.visible_at),
+                    MsgState::new(a.sent_at, a.visible_at, a.size),
                     a.group.as_deref(),
                 );
             }
@@ -677,7 +680,7 @@ impl QueueState {
             .collect()
     }
 
-    /// Counts by state at `now`, expired messages excluded. O(messages): stats are asked for
+    /// Counts by state and stored bytes at `now`, expired messages excluded. O(messages): stats are asked for
     /// by management calls, not on the hot path.
     pub(crate) fn stats(&self, now: Millis) -> QueueStats {
         let retention = self.retention_ms();
@@ -689,6 +692,7 @@ impl QueueState {
             if stats.oldest_sent_at.is_none() {
                 stats.oldest_sent_at = Some(m.sent_at);
             }
+            stats.stored_bytes += u64::from(m.size);
             match m.state(now) {
                 MessageState::Visible => stats.visible += 1,
                 MessageState::InFlight => stats.in_flight += 1,
@@ -794,6 +798,7 @@ mod tests {
             sent_at,
             visible_at,
             group: None,
+            size: 10,
             dedup: None,
         }
     }
@@ -818,7 +823,7 @@ mod tests {
 
     #[test]
     fn msg_state_stays_small() {
-        assert_eq!(std::mem::size_of::<MsgState>(), 32);
+        assert_eq!(std::mem::size_of::<MsgState>(), 40);
     }
 
     #[test]
@@ -1127,6 +1132,7 @@ mod tests {
         assert_eq!(q.admit([(key("y"), "m4")], 0), [Admission::Full]);
         // The first send fails: its key is free again, its room released.
         let failed = Accepted {
+            size: 10,
             dedup: key("x"),
             ..accepted(1, 0, 0)
         };
@@ -1134,6 +1140,7 @@ mod tests {
         assert!(!q.dedup_confirmed(&key("x").unwrap(), 1));
         assert_eq!(q.admit([(key("x"), "m5")], 0), [Admission::New(3)]);
         q.commit_sent(&[Accepted {
+            size: 10,
             dedup: key("x"),
             ..accepted(3, 0, 0)
         }]);
@@ -1190,8 +1197,10 @@ mod tests {
         assert_eq!(pick.taken[0].state.receive_count, 2);
         assert_eq!(seqs(&pick), [s[1]]);
         assert_eq!(q.stats(0).visible + q.stats(0).in_flight, 2, "taken out");
+        assert_eq!(q.stats(0).stored_bytes, 20, "its bytes leave with it");
         // A failed move puts it back as it was: visible, its count kept.
         q.restore(&pick.taken);
+        assert_eq!(q.stats(0).stored_bytes, 30);
         let again = q.receive(10, 30_000, 0, counter());
         assert_eq!(seqs(&again), [s[0], s[2]]);
         assert_eq!(again.delivered[0].state.receive_count, 3);

@@ -14,19 +14,23 @@ pub(crate) struct MsgState {
     pub delivery: u64,
     pub receive_count: u32,
     /// First delivery time as `1 + ms after sent_at`, 0 = never delivered. A u32 offset rather
-    /// than a u64 instant keeps the struct at 32 bytes; retention (at most 14 days ≈ 1.2e9 ms)
+    /// than a u64 instant keeps the struct small; retention (at most 14 days ≈ 1.2e9 ms)
     /// fits, and anything longer saturates.
     first_received: u32,
+    /// The message's size as `max_message_bytes` counts it ([`sluice_engine::message_size`];
+    /// at most 64 MiB, so a u32), so the queue's stored bytes are summed without a disk read.
+    pub size: u32,
 }
 
 impl MsgState {
-    pub(crate) fn new(sent_at: Millis, visible_at: Millis) -> Self {
+    pub(crate) fn new(sent_at: Millis, visible_at: Millis, size: u32) -> Self {
         Self {
             sent_at,
             visible_at,
             delivery: 0,
             receive_count: 0,
             first_received: 0,
+            size,
         }
     }
 

@@ -38,10 +38,22 @@ impl EmbeddedEngine {
                 if state.is_fifo() {
                     // FIFO queues index the group too (the whole record is decoded).
                     let meta = store::meta_record(bytes)?;
-                    state.load(seq, meta.sent_at, meta.visible_at, meta.group_id.as_deref());
+                    state.load(
+                        seq,
+                        meta.sent_at,
+                        meta.visible_at,
+                        size_u32(meta.size),
+                        meta.group_id.as_deref(),
+                    );
                 } else {
                     let times = store::meta_times(bytes)?;
-                    state.load(seq, times.sent_at, times.visible_at, None);
+                    state.load(
+                        seq,
+                        times.sent_at,
+                        times.visible_at,
+                        size_u32(times.size),
+                        None,
+                    );
                 }
                 messages += 1;
                 Ok(true)
@@ -136,4 +148,10 @@ fn parse_queue_key(text: &str) -> Result<QueueKey, EngineError> {
         TenantId::parse(tenant).map_err(|_| corrupt())?,
         QueueName::parse(name).map_err(|_| corrupt())?,
     ))
+}
+
+/// A stored size as the index keeps it (messages are at most 64 MiB; saturating is only a
+/// guard against a corrupt record).
+fn size_u32(size: u64) -> u32 {
+    u32::try_from(size).unwrap_or(u32::MAX)
 }

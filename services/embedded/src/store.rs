@@ -103,8 +103,8 @@ pub(crate) struct QueueRecord {
     pub updated_at: Millis,
 }
 
-/// The part of a message scanned at start-up. `sent_at` and `visible_at` come first so the scan
-/// decodes them as a prefix ([`MetaTimes`]) without allocating the strings behind them.
+/// The part of a message scanned at start-up. `sent_at`, `visible_at` and `size` come first so
+/// the scan decodes them as a prefix ([`MetaTimes`]) without allocating the strings behind them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct MetaRecord {
     pub sent_at: Millis,
@@ -125,6 +125,7 @@ pub(crate) struct MetaRecord {
 pub(crate) struct MetaTimes {
     pub sent_at: Millis,
     pub visible_at: Millis,
+    pub size: u64,
 }
 
 /// What only a delivery or a peek needs.

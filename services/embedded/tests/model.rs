@@ -172,6 +172,7 @@ impl Model {
             ..QueueStats::default()
         };
         for m in &self.messages {
+            stats.stored_bytes += m.body.len() as u64;
             match self.state_of(m) {
                 MessageState::Visible => stats.visible += 1,
                 MessageState::InFlight => stats.in_flight += 1,

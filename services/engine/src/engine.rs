@@ -97,6 +97,12 @@ impl QueueListener {
 ///   the visibility timeout plus [`RetryBackoff::delay_ms`](crate::RetryBackoff::delay_ms) of
 ///   its new receive count (the engine draws the jitter). A change of visibility sets exactly
 ///   the time asked.
+/// * **Stored bytes**: a queue's [`QueueStats::stored_bytes`](crate::QueueStats::stored_bytes)
+///   is the sum of [`message_size`](crate::message_size) over the messages it stores (expired
+///   ones left out, as in the counts), changed in the same atomic step as every add (send,
+///   fan-out copy, arriving move) and removal (delete, purge, expiry, leaving move, queue
+///   deletion); a move in flight between two queues counts in neither. Tenant quotas are
+///   enforced on it, so it never drifts.
 /// * **Isolation**: queues are identified by `(tenant, name)`; nothing one tenant names can
 ///   reach another tenant's queue. Every message operation on a queue that does not exist
 ///   answers [`EngineError::QueueNotFound`] (before looking at its handles or messages).

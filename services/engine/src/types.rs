@@ -186,6 +186,11 @@ pub struct QueueStats {
     pub delayed: u64,
     /// When the oldest message still stored was sent.
     pub oldest_sent_at: Option<Millis>,
+    /// The sum of the sizes ([`message_size`](crate::message_size)) of the messages counted
+    /// above (every state; expired messages left out like in the counts). Changes in the same
+    /// atomic step as each add and removal.
+    #[serde(default)]
+    pub stored_bytes: u64,
 }
 
 /// A queue as the engine knows it.

@@ -138,6 +138,7 @@ impl Reply {
             in_flight: self.u64()?,
             delayed: self.u64()?,
             oldest_sent_at: self.time()?,
+            stored_bytes: self.u64()?,
         })
     }
 }

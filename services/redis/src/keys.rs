@@ -4,7 +4,7 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `{P:<tenant>:<queue>}:meta` | hash | `uid`, `config` (JSON), `retention` (ms), `max_depth` (`""`: none), `created_at`, `updated_at`, counters `seq` and `delivery` |
+//! | `{P:<tenant>:<queue>}:meta` | hash | `uid`, `config` (JSON), `retention` (ms), `max_depth` (`""`: none), `created_at`, `updated_at`, counters `seq` and `delivery`, `stored_bytes` (the sum of `size`) |
 //! | `{P:<tenant>:<queue>}:vis` | zset | every message, scored by `visible_at`; member = zero-padded seq, so equal scores order by seq |
 //! | `{P:<tenant>:<queue>}:rcv` | zset | the messages received at least once, same scores (in flight = score > now) |
 //! | `{P:<tenant>:<queue>}:sent` | zset | every message scored by `sent_at`: depth (`ZCARD`), retention, oldest age |
@@ -21,6 +21,7 @@
 //! | `{P:<tenant>:<queue>}:attempt-at` | zset | FIFO: the same ids scored by when they were answered (clean-up) |
 //! | `{P:<tenant>:<queue>}:out` | hash | moves leaving the queue: transfer id → intent (JSON: the message's full record, destination, dead-letter change, when), from the intent until the ack (see `ops/transfers.rs`) |
 //! | `{P:<tenant>:<queue>}:applied` | zset | transfer ids applied into this queue, scored by when (idempotency of the apply step; trimmed after 24 h); also fan-out copies' apply ids `<publication message id>/<subscription id>` and refusals `!F<id>` (full) / `!L<id>` (too large), scored 23 h before their apply so the same trim forgets them after 1 h (see `ops/fanout_apply.lua`) |
+//! | `{P:<tenant>:<queue>}:size` | hash | member → the message's size as `max_message_bytes` counts it; their sum is `stored_bytes` in `meta`, moved by the same script as every add and removal |
 //! | `{P:<tenant>:<queue>}:fence` | string | the highest tenant generation a tenant deletion voided for this name: `put_queue` refuses registrations of that generation or older (kept for good) |
 //! | `{P}:tenants` | hash | tenant id → tenant record (JSON) |
 //! | `{P}:tenant-deleted` | hash | tenant id → when it was last deleted (ms; its tombstone, kept for good): tokens issued until then are refused |
@@ -52,9 +53,9 @@
 //! Pub/sub channel `P:wake` carries `<engine instance> <tenant>/<queue>` after a send (or a
 //! visibility reset to 0, or a queue deletion).
 //!
-//! Every queue script gets the queue's keys as `KEYS`: a standard queue's six, then `out` and
-//! `applied` (eight); a FIFO queue (name ending in `.fifo`) its six, the nine FIFO keys, then
-//! `out` and `applied` (seventeen; that is how a script tells them apart); `put_queue` and
+//! Every queue script gets the queue's keys as `KEYS`: a standard queue's six, then `out`,
+//! `applied` and `size` (nine); a FIFO queue (name ending in `.fifo`) its six, the nine FIFO
+//! keys, then `out`, `applied` and `size` (eighteen; that is how a script tells them apart); `put_queue` and
 //! `delete_queue` get the `fence` key after them.
 //! A topic's keys share the tag `{P:<tenant>:topic:<topic>}`: one more `:` than any queue's
 //! tag `{P:<tenant>:<queue>}` (tenant ids and queue names contain none), so a topic never
@@ -74,7 +75,8 @@ pub(crate) struct Keys {
 }
 
 /// The keys of one queue, in the order every queue script takes them as `KEYS`: the six of
-/// every queue, then (FIFO queues only) the nine of FIFO bookkeeping, then the two of moves.
+/// every queue, then (FIFO queues only) the nine of FIFO bookkeeping, then the two of moves
+/// and the sizes.
 #[derive(Debug, Clone)]
 pub(crate) struct QueueKeys(pub Vec<String>);
 
@@ -101,8 +103,8 @@ const TOPIC_PARTS: [&str; 6] = [
     "outbox",
     "outbox-order",
 ];
-/// The parts of moves between queues, last in every queue's keys.
-const TRANSFER_PARTS: [&str; 2] = ["out", "applied"];
+/// The parts of moves between queues, then the per-message sizes, last in every queue's keys.
+const TRANSFER_PARTS: [&str; 3] = ["out", "applied", "size"];
 
 impl Keys {
     /// Checks the prefix cannot break a hash tag or a key.
@@ -119,7 +121,7 @@ impl Keys {
     }
 
     /// The keys of one queue: meta, vis, rcv, sent, msg, rx, and for a FIFO queue ready,
-    /// wait, group, gmsg, mgrp, dedup, dedup-at, attempt, attempt-at; then out, applied.
+    /// wait, group, gmsg, mgrp, dedup, dedup-at, attempt, attempt-at; then out, applied, size.
     pub(crate) fn queue(&self, key: &QueueKey) -> QueueKeys {
         let tag = format!("{{{}:{}:{}}}", self.prefix, key.tenant, key.name);
         let fifo: &[&str] = if key.name.is_fifo() { &FIFO_PARTS } else { &[] };
@@ -318,8 +320,8 @@ mod tests {
     fn queue_keys_share_one_hash_tag() {
         let keys = Keys::new("sluice").unwrap();
         let q = keys.queue(&key("acme", "orders.fifo"));
-        assert_eq!(q.0.len(), 17);
-        assert_eq!(keys.queue(&key("acme", "orders")).0.len(), 8);
+        assert_eq!(q.0.len(), 18);
+        assert_eq!(keys.queue(&key("acme", "orders")).0.len(), 9);
         for k in &q.0 {
             assert!(k.starts_with("{sluice:acme:orders.fifo}:"), "{k}");
         }
@@ -329,8 +331,12 @@ mod tests {
             .0
             .contains(&keys.transfer_intents(&key("acme", "orders.fifo"))));
         assert_eq!(
-            q.0.last(),
-            Some(&keys.applied_ids(&key("acme", "orders.fifo")))
+            q.0[q.0.len() - 2],
+            keys.applied_ids(&key("acme", "orders.fifo"))
+        );
+        assert_eq!(
+            q.0.last().map(String::as_str),
+            Some("{sluice:acme:orders.fifo}:size")
         );
         assert_eq!(
             keys.tenant_queues(&TenantId::parse("acme").unwrap()),

@@ -405,6 +405,7 @@ async fn deleting_a_fifo_queue_leaves_no_key_behind() {
             "ready",
             "rx",
             "sent",
+            "size",
             "vis",
             "wait"
         ]

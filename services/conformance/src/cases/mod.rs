@@ -9,6 +9,7 @@ mod publishing;
 mod queues;
 mod records;
 mod redrive_tasks;
+mod stored_bytes;
 mod tenants;
 mod upkeep;
 
@@ -19,6 +20,7 @@ pub use publishing::*;
 pub use queues::*;
 pub use records::*;
 pub use redrive_tasks::*;
+pub use stored_bytes::*;
 pub use tenants::*;
 pub use upkeep::*;
 

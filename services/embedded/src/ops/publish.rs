@@ -437,6 +437,7 @@ fn copy_record(
         seq: 0,
         sent_at: now,
         visible_at,
+        size: u32::try_from(copy.size).unwrap_or(u32::MAX),
         group: fifo.then(|| p.group_id.clone().unwrap_or_default()),
         // Copies meet no queue-level deduplication, and record none.
         dedup: None,

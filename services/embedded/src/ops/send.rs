@@ -6,7 +6,8 @@ use crate::index::{Accepted, Admission};
 use crate::store::{encode, BodyRecord, DedupRecord, EncodedMessage, MetaRecord, WriteOp};
 use crate::EmbeddedEngine;
 use sluice_engine::{
-    DeduplicationScope, EngineError, Millis, NewMessage, QueueKey, SendRejection, SentMessage,
+    message_size, DeduplicationScope, EngineError, Millis, NewMessage, QueueKey, SendRejection,
+    SentMessage,
 };
 use std::sync::Arc;
 
@@ -26,7 +27,7 @@ impl EmbeddedEngine {
             let meta = encode(&MetaRecord {
                 sent_at: now,
                 visible_at: m.visible_at,
-                size: message_size(m),
+                size: u64::from(size_of(m)),
                 message_id: m.message_id.clone(),
                 group_id: m.group_id.clone(),
                 deduplication_id: m.deduplication_id.clone().filter(|_| fifo),
@@ -74,6 +75,7 @@ impl EmbeddedEngine {
                     seq,
                     sent_at: now,
                     visible_at: m.visible_at,
+                    size: size_of(m),
                     group: fifo.then(|| m.group_id.clone().unwrap_or_default()),
                     dedup: key.clone(),
                 });
@@ -159,13 +161,9 @@ impl EmbeddedEngine {
     }
 }
 
-fn message_size(m: &NewMessage) -> u64 {
-    let attributes: usize = m
-        .attributes
-        .iter()
-        .map(|(name, a)| name.len() + a.data_type.len() + a.value.len())
-        .sum();
-    (m.body.len() + attributes) as u64
+/// The message's size as `max_message_bytes` counts it (at most 64 MiB, so it fits a u32).
+fn size_of(m: &NewMessage) -> u32 {
+    u32::try_from(message_size(&m.body, &m.attributes)).unwrap_or(u32::MAX)
 }
 
 /// What deduplicates a FIFO message under `scope`; `None` when it has no deduplication id.

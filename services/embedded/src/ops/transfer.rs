@@ -105,6 +105,7 @@ impl EmbeddedEngine {
                 seq: to_seq,
                 sent_at,
                 visible_at: now,
+                size: m.taken.state.size,
                 // A standard source keeps no groups in memory: a receive or dead-letter move
                 // from one (into a FIFO queue, a kind mismatch the services refuse) files its
                 // messages in the default group until a restart reads theirs; redrive reads

@@ -70,6 +70,7 @@ for i = 7, #ARGV, 5 do
     local seq = redis.call('HINCRBY', META, 'seq', 1)
     local m = member(seq)
     redis.call('HSET', MSG, m, ARGV[i + 1])
+    add_size(m, ARGV[i + 2])
     redis.call('ZADD', VIS, int(visible_at), m)
     redis.call('ZADD', SENT, int(sent_at), m)
     if FIFO then

@@ -1,8 +1,9 @@
 -- Shared prelude of every queue script (scripts.rs prepends it). Each queue script takes the
--- same KEYS, all under the queue's hash tag (one cluster slot): eight for a standard queue,
--- seventeen for a FIFO queue (which is how a script tells them apart):
+-- same KEYS, all under the queue's hash tag (one cluster slot): nine for a standard queue,
+-- eighteen for a FIFO queue (which is how a script tells them apart):
 --   KEYS[1] meta  hash: uid, config (JSON), retention (ms), max_depth ('' = unbounded),
 --                 created_at, updated_at, seq (last seq issued), delivery (last delivery issued),
+--                 stored_bytes (the sum of `size`; absent = 0),
 --                 max_receives (the redrive policy's max_receive_count, '' = none), backoff
 --                 ('<base ms> <max ms> <jitter 0|1>', '' = none)
 --   KEYS[2] vis   zset: every message; member = 16-digit zero-padded seq, score = visible_at
@@ -32,18 +33,22 @@
 -- Times are epoch milliseconds. "now" always arrives in ARGV from the caller's clock: no
 -- script reads the server's clock. Every script checks that the queue exists (and whatever
 -- else it must) before it changes anything.
--- Every queue, last (KEYS[7..8] or KEYS[16..17]):
+-- Every queue, last (KEYS[7..9] or KEYS[16..18]):
 --   out      hash: transfer id -> intent of a move leaving this queue (JSON; transfer_out.lua)
 --   applied  zset: transfer ids applied into this queue, score = when (transfer_apply.lua)
+--   size     hash: member -> the message's size as max_message_bytes counts it; their sum is
+--            the meta field stored_bytes. Every script that adds a message calls add_size,
+--            every removal goes through remove_message (purge and queue deletion drop both
+--            wholesale), so the sum moves in the same script as the messages.
 local META, VIS, RCV, SENT, MSG, RX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
--- put_queue and delete_queue also take the queue's fence key after these (KEYS[9] or
--- KEYS[18]; see tenant_delete_begin.lua). QUEUE_KEYS counts the queue's own keys.
+-- put_queue and delete_queue also take the queue's fence key after these (KEYS[10] or
+-- KEYS[19]; see tenant_delete_begin.lua). QUEUE_KEYS counts the queue's own keys.
 local QUEUE_KEYS, FENCE = #KEYS, nil
-if #KEYS == 9 or #KEYS == 18 then
+if #KEYS == 10 or #KEYS == 19 then
   QUEUE_KEYS, FENCE = #KEYS - 1, KEYS[#KEYS]
 end
-local FIFO = QUEUE_KEYS == 17
-local OUT, APPLIED = KEYS[QUEUE_KEYS - 1], KEYS[QUEUE_KEYS]
+local FIFO = QUEUE_KEYS == 18
+local OUT, APPLIED, SIZES = KEYS[QUEUE_KEYS - 2], KEYS[QUEUE_KEYS - 1], KEYS[QUEUE_KEYS]
 local READY, WAIT, GROUP, GMSG, MGRP = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local DEDUP, DEDUP_AT, ATTEMPT, ATTEMPT_AT = KEYS[12], KEYS[13], KEYS[14], KEYS[15]
 -- FIFO: groups whose messages changed during this script; settle_dirty places them again.
@@ -142,7 +147,19 @@ local function settle_dirty(now)
   return woke
 end
 
+-- Records the size of message m, just added, and adds it to the queue's stored_bytes.
+local function add_size(m, size)
+  size = tonumber(size) or 0
+  redis.call('HSET', SIZES, m, int(size))
+  redis.call('HINCRBY', META, 'stored_bytes', int(size))
+end
+
 local function remove_message(m)
+  local size = redis.call('HGET', SIZES, m)
+  if size then
+    redis.call('HDEL', SIZES, m)
+    redis.call('HINCRBY', META, 'stored_bytes', -tonumber(size))
+  end
   redis.call('ZREM', VIS, m)
   redis.call('ZREM', RCV, m)
   redis.call('ZREM', SENT, m)
@@ -194,17 +211,20 @@ local function expire_upto(cutoff, limit)
   return #old, more
 end
 
--- Counts by state at `now` with expired messages left out (exactly while at most 1000 await
--- the sweep), and the oldest unexpired sent_at (-1: none). Visible: visible_at <= now;
--- in flight: hidden and received before; delayed: hidden and never received.
+-- Counts by state and stored bytes at `now` with expired messages left out (exactly while at
+-- most 1000 await the sweep), and the oldest unexpired sent_at (-1: none). Visible:
+-- visible_at <= now; in flight: hidden and received before; delayed: hidden and never
+-- received.
 local function stats(now)
   local cutoff = now - retention()
   local visible = redis.call('ZCOUNT', VIS, '-inf', int(now))
   local hidden = redis.call('ZCOUNT', VIS, '(' .. int(now), '+inf')
   local in_flight = redis.call('ZCOUNT', RCV, '(' .. int(now), '+inf')
   local delayed = hidden - in_flight
+  local bytes = tonumber(redis.call('HGET', META, 'stored_bytes') or '0')
   local old = redis.call('ZRANGEBYSCORE', SENT, '-inf', int(cutoff), 'LIMIT', 0, 1000)
   for _, m in ipairs(old) do
+    bytes = bytes - tonumber(redis.call('HGET', SIZES, m) or '0')
     local at = tonumber(redis.call('ZSCORE', VIS, m) or 0)
     if at <= now then
       visible = visible - 1
@@ -219,15 +239,15 @@ local function stats(now)
   if #first == 2 then
     oldest = tonumber(first[2])
   end
-  return { visible, in_flight, delayed, oldest }
+  return { visible, in_flight, delayed, oldest, math.max(bytes, 0) }
 end
 
 -- The reply that describes a queue: {1, uid, created_at, updated_at, config, visible,
--- in_flight, delayed, oldest_sent_at}.
+-- in_flight, delayed, oldest_sent_at, stored_bytes}.
 local function describe(now)
   local meta = redis.call('HMGET', META, 'uid', 'created_at', 'updated_at', 'config')
   local s = stats(now)
-  return { 1, meta[1], tonumber(meta[2]), tonumber(meta[3]), meta[4], s[1], s[2], s[3], s[4] }
+  return { 1, meta[1], tonumber(meta[2]), tonumber(meta[3]), meta[4], s[1], s[2], s[3], s[4], s[5] }
 end
 
 -- When the next hidden message becomes receivable, skipping those whose retention ends first

@@ -5,7 +5,8 @@ use crate::codec::{to_json, StoredBody};
 use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use sluice_engine::{
-    EngineError, Millis, NewMessage, QueueKey, SendRejection, SentMessage, DEDUPLICATION_WINDOW_MS,
+    message_size, EngineError, Millis, NewMessage, QueueKey, SendRejection, SentMessage,
+    DEDUPLICATION_WINDOW_MS,
 };
 
 impl RedisEngine {
@@ -28,6 +29,7 @@ impl RedisEngine {
         let mut ids = Vec::with_capacity(messages.len());
         for m in messages {
             let (group, dedup) = (m.group_id.clone(), m.deduplication_id.clone());
+            let size = message_size(&m.body, &m.attributes);
             call.arg(m.visible_at).arg(to_json(&StoredBody {
                 message_id: m.message_id.clone(),
                 body: m.body,
@@ -36,6 +38,7 @@ impl RedisEngine {
                 deduplication_id: m.deduplication_id,
                 dead_letter: None,
             })?);
+            call.arg(size);
             if fifo {
                 // The services guarantee both on FIFO queues; without them a message joins the
                 // group "" and is never a duplicate.

@@ -16,6 +16,8 @@ pub(crate) struct Arrival {
     pub msg: String,
     pub sent_at: Millis,
     pub group: Option<String>,
+    /// Its size as `max_message_bytes` counts it (the destination's stored bytes grow by it).
+    pub size: usize,
 }
 
 impl RedisEngine {
@@ -37,7 +39,8 @@ impl RedisEngine {
             call.arg(&a.transfer_id)
                 .arg(&a.msg)
                 .arg(a.sent_at)
-                .arg(a.group.as_deref().unwrap_or_default());
+                .arg(a.group.as_deref().unwrap_or_default())
+                .arg(a.size);
         }
         let Some(mut reply) = self.run_queue(key, &call, true).await? else {
             return Ok(None);

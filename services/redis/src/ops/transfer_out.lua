@@ -69,6 +69,7 @@ for i = 8, #ARGV, step do
       rcv = redis.call('ZSCORE', RCV, m) or nil,
       sent = sent_at,
       rx = redis.call('HGET', RX, m) or nil,
+      size = redis.call('HGET', SIZES, m) or nil,
       dest = ARGV[6],
       at = ARGV[1],
     }
