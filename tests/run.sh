@@ -25,16 +25,16 @@ fi
 # The tests start their own redis-server processes on free ports; a packaged instance that
 # the install may have started is not used.
 
-# boto3 and the aws CLI for the AWS-compatible endpoint's e2e tests (tests/e2e/aws_*.rs),
-# in a virtual environment of our own as tests/api_fuzz.sh makes its; the test runs them from
-# SLUICE_TEST_AWS_BIN. Without it (no venv, no PyPI) the test falls back to tools on the PATH
-# and skips those it cannot find.
+# boto3 and the aws CLI for the AWS-compatible endpoint's e2e tests (tests/e2e/aws_*.rs), and
+# moto's S3-compatible server for the payload-store tests (services/payload/tests), in a
+# virtual environment of our own as tests/api_fuzz.sh makes its; the tests run them from
+# SLUICE_TEST_AWS_BIN. Without it (no venv, no PyPI) the tests fall back to tools on the PATH.
 awstools=target/awstools
-if [ ! -x "$awstools/bin/aws" ]; then
+if [ ! -x "$awstools/bin/aws" ] || [ ! -x "$awstools/bin/moto_server" ]; then
   { python3 -m venv "$awstools" 2>/dev/null \
       || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null \
            && rm -rf "$awstools" && python3 -m venv "$awstools"; }; } \
-    && "$awstools/bin/pip" install --quiet --disable-pip-version-check 'boto3>=1.34,<2' 'awscli>=1.32,<2' \
+    && "$awstools/bin/pip" install --quiet --disable-pip-version-check 'boto3>=1.34,<2' 'awscli>=1.32,<2' 'moto[server]>=5,<6' \
     || echo "tests/run.sh: no boto3/aws CLI venv; the e2e test uses the PATH's" >&2
 fi
 if [ -x "$awstools/bin/aws" ]; then

@@ -1,5 +1,6 @@
-//! Test support for Sluice: real `redis-server` processes for tests, started on free ports in
-//! fresh temporary directories, and nothing assumed to be running already.
+//! Test support for Sluice: real `redis-server` processes (and an S3-compatible server) for
+//! tests, started on free ports in fresh temporary directories, and nothing assumed to be
+//! running already.
 //!
 //! * [`RedisServer`]: one standalone server (`--save '' --appendonly no` unless told otherwise),
 //!   with [`kill`](RedisServer::kill) (SIGKILL), [`stop`](RedisServer::stop) (SIGTERM) and
@@ -7,6 +8,7 @@
 //!   durability tests.
 //! * [`RedisCluster`]: N masters joined with `redis-cli --cluster create`, ready once every node
 //!   reports `cluster_state:ok`.
+//! * [`S3Server`]: moto's S3-compatible server, in memory, for payload-store tests.
 //! * [`shared_server`] / [`shared_cluster`]: one instance per test binary, so the tests of a
 //!   binary share one process (isolated from each other by a unique key prefix, see
 //!   [`unique_prefix`], never by `FLUSHALL`).
@@ -17,6 +19,10 @@
 //! the test process once a second and, once that process is gone, SIGKILLs the server and
 //! removes its directory. The watchdog ends by itself when its server ends first. The `pid`
 //! files written into each directory are there for humans chasing a leak.
+
+mod s3;
+
+pub use s3::S3Server;
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
