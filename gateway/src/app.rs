@@ -173,6 +173,11 @@ pub fn router(state: AppState) -> Router {
         // The AWS-compatible endpoint; requests that are not AWS ones answer as any unknown
         // route does.
         .route("/", post(crate::aws::entry).fallback(no_route))
+        // SQS clients may post to a queue URL, `/{account id}/{queue}`.
+        .route(
+            "/{account}/{queue}",
+            post(crate::aws::entry).fallback(no_route),
+        )
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(crate::metrics::render))

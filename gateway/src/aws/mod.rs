@@ -4,11 +4,14 @@
 //! the credential scope's service to one module per service, whose operations are an enum of
 //! AWS-named actions answered from one `match`.
 //!
-//! Slice 1 serves STS `GetCallerIdentity` ([`sts`]); every other service and action answers
-//! `InvalidAction` in the Query protocol's XML error shape.
+//! The service is told apart by `X-Amz-Target` (`AmazonSQS.*`: SQS's JSON protocol), then by
+//! the credential scope's service: [`sqs`] (JSON 1.0 and Query), [`sts`]
+//! (`GetCallerIdentity`); every other service answers `InvalidAction` in the Query protocol's
+//! XML error shape. [`query`] holds what the Query-protocol services share.
 
 pub mod query;
 pub mod sigv4;
+pub mod sqs;
 pub mod sts;
 
 use crate::error::{current_request_id, ApiError};
@@ -115,18 +118,31 @@ impl AwsError {
     /// The Query protocol's XML error answer, in the namespace of `service`.
     pub fn query_response(&self, service: &str) -> Response {
         let (status, code, sender, message) = self.classify();
-        let request_id = current_request_id();
-        let body = format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ErrorResponse xmlns=\"{}\">\
-             <Error><Type>{}</Type><Code>{code}</Code><Message>{}</Message></Error>\
-             <RequestId>{}</RequestId></ErrorResponse>",
-            namespace(service),
-            if sender { "Sender" } else { "Receiver" },
-            xml_escape(&message),
-            xml_escape(&request_id),
-        );
-        xml_response(status, body, &request_id)
+        query_error_response(service, status, code, sender, &message)
     }
+}
+
+/// A Query-protocol XML error answer: `<ErrorResponse><Error><Type><Code><Message>` and the
+/// request id, in the namespace of `service`.
+pub fn query_error_response(
+    service: &str,
+    status: StatusCode,
+    code: &str,
+    sender: bool,
+    message: &str,
+) -> Response {
+    let request_id = current_request_id();
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ErrorResponse xmlns=\"{}\">\
+         <Error><Type>{}</Type><Code>{}</Code><Message>{}</Message></Error>\
+         <RequestId>{}</RequestId></ErrorResponse>",
+        namespace(service),
+        if sender { "Sender" } else { "Receiver" },
+        xml_escape(code),
+        xml_escape(message),
+        xml_escape(&request_id),
+    );
+    xml_response(status, body, &request_id)
 }
 
 impl From<ServiceError> for AwsError {
@@ -234,16 +250,32 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
         return ApiError::NoRoute(request.uri().path().to_owned()).into_response();
     }
     let (parts, body) = request.into_parts();
+    let target = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let sqs_json = target
+        .as_deref()
+        .and_then(|t| t.strip_prefix(sqs::TARGET_PREFIX))
+        .map(str::to_owned);
+    // Errors before the service is known answer in the protocol the client speaks.
+    let fail = |error: AwsError, service: &str| match &sqs_json {
+        Some(_) => sqs::codec::error_response(sqs::Protocol::Json, &error.into()),
+        None => error.query_response(service),
+    };
     let body = match axum::body::to_bytes(Body::new(body), MAX_BODY_BYTES).await {
         Ok(body) => body,
         Err(_) if !sigv4 => {
             return ApiError::BodyTooLarge(MAX_BODY_BYTES).into_response();
         }
         Err(_) => {
-            return AwsError::InvalidAction(format!(
-                "the request body is larger than {MAX_BODY_BYTES} bytes or did not arrive"
-            ))
-            .query_response("sts")
+            return fail(
+                AwsError::InvalidAction(format!(
+                    "the request body is larger than {MAX_BODY_BYTES} bytes or did not arrive"
+                )),
+                "sts",
+            )
         }
     };
     let mut params: Vec<(String, String)> =
@@ -262,7 +294,7 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
     }
     let auth = match sigv4::parse_authorization(&parts.headers) {
         Ok(auth) => auth,
-        Err(error) => return error.query_response("sts"),
+        Err(error) => return fail(error, "sts"),
     };
     let service = auth.service.clone();
     let caller = match authenticate(
@@ -273,23 +305,41 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
     .await
     {
         Ok(caller) => caller,
-        Err(error) => return error.query_response(&service),
+        Err(error) => return fail(error, &service),
     };
     let version = params
         .iter()
         .find(|(k, _)| k == "Version")
-        .map(|(_, v)| v.as_str());
-    let target = parts
-        .headers
-        .get("x-amz-target")
-        .and_then(|v| v.to_str().ok());
+        .map(|(_, v)| v.clone());
+    if let Some(sqs_action) = sqs_json {
+        let call = sqs::Call {
+            protocol: sqs::Protocol::Json,
+            action: Some(sqs_action),
+            version,
+            body,
+            params: query::Params::default(),
+            path: parts.uri.path().to_owned(),
+        };
+        return sqs::handle(&state, &caller, call).await;
+    }
     match (service.as_str(), action) {
-        ("sts", Some(action)) => sts::handle(&caller, &action, version),
+        ("sqs", action) => {
+            let call = sqs::Call {
+                protocol: sqs::Protocol::Query,
+                action,
+                version,
+                body: axum::body::Bytes::new(),
+                params: query::Params::new(params),
+                path: parts.uri.path().to_owned(),
+            };
+            sqs::handle(&state, &caller, call).await
+        }
+        ("sts", Some(action)) => sts::handle(&caller, &action, version.as_deref()),
         ("sts", None) => AwsError::MissingAction.query_response(&service),
         (_, action) => AwsError::InvalidAction(format!(
             "Could not find operation {} for version {}: the {service} service is not served yet",
-            action.as_deref().or(target).unwrap_or("(none)"),
-            version.unwrap_or("(none)")
+            action.as_deref().or(target.as_deref()).unwrap_or("(none)"),
+            version.as_deref().unwrap_or("(none)")
         ))
         .query_response(&service),
     }

@@ -68,6 +68,11 @@ impl Params {
         self.values.get(key).map(String::as_str)
     }
 
+    /// Every parameter, by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// The value of `key`, which must be given and not empty.
     pub fn required(&self, key: &str) -> Result<&str, QueryError> {
         match self.get(key) {
@@ -267,6 +272,16 @@ impl<'a> Entry<'a> {
     /// The entry's own name (`Attribute.2`), for error messages.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The entry's fields as parameters of their own, for structures nested in it
+    /// (`SendMessageBatchRequestEntry.1.MessageAttribute.1.Name`).
+    pub fn params(&self) -> Params {
+        Params::new(
+            self.fields
+                .iter()
+                .map(|(k, v)| (k.clone(), (*v).to_owned())),
+        )
     }
 
     /// The names of the fields given, for refusing unknown ones.

@@ -276,7 +276,7 @@ impl Services {
     }
 
     /// The tenant's queues whose redrive policy names `dlq`, up to `limit` of them.
-    async fn dead_letter_sources(
+    pub(crate) async fn dead_letter_sources(
         &self,
         dlq: &QueueKey,
         limit: usize,
