@@ -14,17 +14,17 @@ use std::time::{Duration, SystemTime};
 const FORM: &str = "application/x-www-form-urlencoded; charset=utf-8";
 const GET_CALLER_IDENTITY: &str = "Action=GetCallerIdentity&Version=2011-06-15";
 
-fn admin() -> String {
+pub(crate) fn admin() -> String {
     token(None, "admin")
 }
 
-async fn create_tenant(server: &Server, body: Value) -> (u16, Value) {
+pub(crate) async fn create_tenant(server: &Server, body: Value) -> (u16, Value) {
     server
         .call(Method::POST, "/v1/admin/tenants", &admin(), Some(body))
         .await
 }
 
-async fn create_key(server: &Server, tenant: &str, body: Value) -> (u16, Value) {
+pub(crate) async fn create_key(server: &Server, tenant: &str, body: Value) -> (u16, Value) {
     server
         .call(
             Method::POST,
@@ -35,7 +35,7 @@ async fn create_key(server: &Server, tenant: &str, body: Value) -> (u16, Value) 
         .await
 }
 
-fn account_of(tenant: &Value) -> String {
+pub(crate) fn account_of(tenant: &Value) -> String {
     let id = tenant["aws_account_id"]
         .as_str()
         .unwrap_or_default()
@@ -48,15 +48,16 @@ fn account_of(tenant: &Value) -> String {
 }
 
 /// An AWS answer: status, the `x-amzn-requestid` header and the XML text.
-struct AwsAnswer {
-    status: u16,
-    request_id: Option<String>,
-    text: String,
+pub(crate) struct AwsAnswer {
+    pub status: u16,
+    pub request_id: Option<String>,
+    pub headers: reqwest::header::HeaderMap,
+    pub text: String,
 }
 
 impl AwsAnswer {
     /// The text of the first `<name>` element.
-    fn element(&self, name: &str) -> Option<&str> {
+    pub(crate) fn element(&self, name: &str) -> Option<&str> {
         let open = format!("<{name}>");
         let start = self.text.find(&open)? + open.len();
         let end = self.text[start..].find(&format!("</{name}>"))? + start;
@@ -64,7 +65,7 @@ impl AwsAnswer {
     }
 
     #[track_caller]
-    fn assert_error(&self, status: u16, code: &str) {
+    pub(crate) fn assert_error(&self, status: u16, code: &str) {
         assert_eq!(self.status, status, "{}", self.text);
         assert_eq!(self.element("Code"), Some(code), "{}", self.text);
         assert!(self.text.starts_with("<?xml"), "{}", self.text);
@@ -80,9 +81,33 @@ async fn signed_post(
     body: &str,
     time: SystemTime,
 ) -> AwsAnswer {
-    let url = server.url("/");
+    signed_request(
+        server,
+        (key_id, secret),
+        service,
+        "/",
+        &[("content-type", FORM)],
+        body,
+        time,
+    )
+    .await
+}
+
+/// `POST {path}` with `headers` and `body`, signed as an AWS SDK signs it (`aws-sigv4`) for
+/// `service` at `time`.
+pub(crate) async fn signed_request(
+    server: &Server,
+    (key_id, secret): (&str, &str),
+    service: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    time: SystemTime,
+) -> AwsAnswer {
+    let url = server.url(path);
     let host = server.base.trim_start_matches("http://").to_owned();
-    let headers = [("host", host.as_str()), ("content-type", FORM)];
+    let mut signed_headers = vec![("host", host.as_str())];
+    signed_headers.extend_from_slice(headers);
     let identity = Credentials::new(key_id, secret, None, None, "e2e").into();
     let params = v4::SigningParams::builder()
         .identity(&identity)
@@ -96,16 +121,15 @@ async fn signed_post(
     let signable = SignableRequest::new(
         "POST",
         url.clone(),
-        headers.iter().copied(),
+        signed_headers.iter().copied(),
         SignableBody::Bytes(body.as_bytes()),
     )
     .unwrap();
     let (instructions, _) = sign(signable, &params).unwrap().into_parts();
-    let mut request = server
-        .client
-        .post(&url)
-        .header("content-type", FORM)
-        .body(body.to_owned());
+    let mut request = server.client.post(&url).body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
     for (name, value) in instructions.headers() {
         request = request.header(name, value);
     }
@@ -120,9 +144,11 @@ async fn send(request: reqwest::RequestBuilder) -> AwsAnswer {
         .get("x-amzn-requestid")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let headers = response.headers().clone();
     AwsAnswer {
         status,
         request_id,
+        headers,
         text: response.text().await.unwrap(),
     }
 }
@@ -467,7 +493,7 @@ async fn get_caller_identity_answers_the_keys_account() {
         .unwrap()
         .starts_with("Signature expired"));
 
-    // Other actions and services are not served yet.
+    // Other actions and services are not served.
     signed_post(
         &server,
         (&id, &secret),
@@ -480,8 +506,8 @@ async fn get_caller_identity_answers_the_keys_account() {
     signed_post(
         &server,
         (&id, &secret),
-        "sqs",
-        "Action=ListQueues&Version=2012-11-05",
+        "dynamodb",
+        "Action=ListTables&Version=2012-08-10",
         now,
     )
     .await
@@ -543,10 +569,20 @@ async fn get_caller_identity_answers_the_keys_account() {
 /// Runs `program args` with the key in the environment; `None` if the program is missing.
 /// `tests/run.sh` installs the tools into a virtual environment named by `SLUICE_TEST_AWS_BIN`,
 /// where they must then be; otherwise the PATH's are used.
-fn run_tool(
+pub(crate) fn run_tool(
     program: &str,
     args: &[&str],
     (id, secret): (&str, &str),
+) -> Option<std::process::Output> {
+    run_tool_with(program, args, (id, secret), &[])
+}
+
+/// [`run_tool`] with more environment variables.
+pub(crate) fn run_tool_with(
+    program: &str,
+    args: &[&str],
+    (id, secret): (&str, &str),
+    env: &[(&str, &str)],
 ) -> Option<std::process::Output> {
     let path = match std::env::var_os("SLUICE_TEST_AWS_BIN") {
         Some(dir) => {
@@ -569,6 +605,7 @@ fn run_tool(
         .env_remove("AWS_PROFILE")
         .env("AWS_CONFIG_FILE", "/dev/null")
         .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .envs(env.iter().copied())
         .output()
         .ok()
 }

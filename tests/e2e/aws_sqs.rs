@@ -1,0 +1,952 @@
+//! The SQS-compatible endpoint against the real binary: boto3 (AWS JSON 1.0) over every action
+//! (`aws_sqs_boto3.py`), the aws CLI, the Query protocol as older SDKs speak it (requests
+//! signed by AWS's own signer, `aws-sigv4`), messages crossing between SQS and REST with the
+//! same digests, tenant isolation, key scopes and malformed requests.
+
+use crate::aws_identity::{
+    account_of, create_key, create_tenant, run_tool_with, signed_request, AwsAnswer,
+};
+use crate::harness::{tenant_token, Server};
+use reqwest::Method;
+use serde_json::{json, Value};
+use std::time::SystemTime;
+
+const FORM: &str = "application/x-www-form-urlencoded; charset=utf-8";
+const JSON: &str = "application/x-amz-json-1.0";
+const ALL_QUEUE_SCOPES: [&str; 3] = ["queues:manage", "messages:send", "messages:consume"];
+
+/// A tenant with an access key, on a running server.
+struct Tenant {
+    id: String,
+    account: String,
+    key: (String, String),
+}
+
+impl Tenant {
+    async fn create(server: &Server, id: &str, scopes: &[&str]) -> Tenant {
+        let (status, tenant) = create_tenant(server, json!({ "id": id })).await;
+        assert_eq!(status, 201, "{tenant}");
+        let (status, key) = create_key(server, id, json!({ "scopes": scopes })).await;
+        assert_eq!(status, 201, "{key}");
+        Tenant {
+            id: id.to_owned(),
+            account: account_of(&tenant),
+            key: (
+                key["access_key_id"].as_str().unwrap().to_owned(),
+                key["secret_access_key"].as_str().unwrap().to_owned(),
+            ),
+        }
+    }
+
+    fn pair(&self) -> (&str, &str) {
+        (&self.key.0, &self.key.1)
+    }
+
+    fn queue_url(&self, server: &Server, queue: &str) -> String {
+        format!("{}/{}/{queue}", server.base, self.account)
+    }
+
+    /// A Query-protocol request (`Action=...&Version=2012-11-05`) to `path`.
+    async fn query(&self, server: &Server, path: &str, params: &[(&str, &str)]) -> AwsAnswer {
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(params)
+            .finish();
+        signed_request(
+            server,
+            self.pair(),
+            "sqs",
+            path,
+            &[("content-type", FORM)],
+            &body,
+            SystemTime::now(),
+        )
+        .await
+    }
+
+    /// A JSON-protocol request for `action`.
+    async fn json(&self, server: &Server, action: &str, body: &str) -> AwsAnswer {
+        let target = format!("AmazonSQS.{action}");
+        signed_request(
+            server,
+            self.pair(),
+            "sqs",
+            "/",
+            &[("content-type", JSON), ("x-amz-target", &target)],
+            body,
+            SystemTime::now(),
+        )
+        .await
+    }
+}
+
+impl AwsAnswer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("{e}: {}", self.text))
+    }
+
+    /// A JSON-protocol error: status, `__type`, and the `x-amzn-query-error` header's code.
+    #[track_caller]
+    fn assert_json_error(&self, status: u16, shape: &str, query_code: &str) {
+        assert_eq!(self.status, status, "{}", self.text);
+        assert_eq!(self.json()["__type"], shape, "{}", self.text);
+        let header = self
+            .headers
+            .get("x-amzn-query-error")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        assert!(
+            header.starts_with(&format!("{query_code};")),
+            "{header:?}: {}",
+            self.text
+        );
+        assert!(self.request_id.is_some());
+    }
+
+    /// Every text of `<name>` elements, in order.
+    fn elements(&self, name: &str) -> Vec<String> {
+        let open = format!("<{name}>");
+        let close = format!("</{name}>");
+        self.text
+            .split(&open)
+            .skip(1)
+            .filter_map(|rest| rest.split(&close).next().map(str::to_owned))
+            .collect()
+    }
+}
+
+async fn rest_receive(server: &Server, tenant: &str, queue: &str) -> Value {
+    let (status, received) = server
+        .call(
+            Method::POST,
+            &format!("/v1/queues/{queue}/messages/receive"),
+            &tenant_token(tenant),
+            Some(json!({"max_messages": 10, "wait_seconds": 1})),
+        )
+        .await;
+    assert_eq!(status, 200, "{received}");
+    received
+}
+
+/// boto3 over every action (the script's checks), skipped with a note where boto3 is not
+/// installed, as `tests/run.sh` installs it.
+#[tokio::test]
+async fn boto3_drives_every_sqs_action() {
+    let server = Server::start();
+    let tenant = Tenant::create(&server, "boto-sqs", &ALL_QUEUE_SCOPES).await;
+    let other = Tenant::create(&server, "boto-other", &ALL_QUEUE_SCOPES).await;
+    other
+        .query(
+            &server,
+            "/",
+            &[("Action", "CreateQueue"), ("QueueName", "theirs")],
+        )
+        .await;
+    let other_url = other.queue_url(&server, "theirs");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/aws_sqs_boto3.py");
+    let endpoint = server.base.clone();
+    let output = tokio::task::spawn_blocking({
+        let pair = tenant.key.clone();
+        let account = tenant.account.clone();
+        move || {
+            run_tool_with(
+                "python3",
+                &[script],
+                (&pair.0, &pair.1),
+                &[
+                    ("SLUICE_ENDPOINT", &endpoint),
+                    ("SLUICE_ACCOUNT", &account),
+                    ("SLUICE_OTHER_QUEUE_URL", &other_url),
+                ],
+            )
+        }
+    })
+    .await
+    .unwrap();
+    let Some(output) = output else {
+        eprintln!("skipped: python3 is not installed");
+        return;
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() && stderr.contains("No module named 'boto3'") {
+        eprintln!("skipped: boto3 is not installed");
+        return;
+    }
+    println!("{stdout}");
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("passed; 0 failed"), "{stdout}");
+    // The other tenant's queue is untouched by everything the script tried on it.
+    let (status, _) = server
+        .call(
+            Method::GET,
+            "/v1/queues/theirs",
+            &tenant_token(&other.id),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+}
+
+/// The aws CLI, unchanged but for the endpoint URL.
+#[tokio::test]
+async fn the_aws_cli_creates_sends_receives_and_reads_attributes() {
+    let server = Server::start();
+    let tenant = Tenant::create(&server, "cli-sqs", &ALL_QUEUE_SCOPES).await;
+    let endpoint = server.base.clone();
+    let run = move |args: Vec<String>, pair: (String, String)| {
+        let mut all = args;
+        all.extend([
+            "--endpoint-url".into(),
+            endpoint.clone(),
+            "--output".into(),
+            "json".into(),
+        ]);
+        let args: Vec<&str> = all.iter().map(String::as_str).collect();
+        run_tool_with("aws", &args, (&pair.0, &pair.1), &[])
+    };
+    let call = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let run = run.clone();
+        let pair = tenant.key.clone();
+        async move {
+            tokio::task::spawn_blocking(move || run(args, pair))
+                .await
+                .unwrap()
+        }
+    };
+    let Some(created) = call(&["sqs", "create-queue", "--queue-name", "cli-q"]).await else {
+        eprintln!("skipped: the aws CLI is not installed");
+        return;
+    };
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let url: Value = serde_json::from_slice(&created.stdout).unwrap();
+    let url = url["QueueUrl"].as_str().unwrap().to_owned();
+    assert_eq!(url, tenant.queue_url(&server, "cli-q"));
+    let sent = call(&[
+        "sqs",
+        "send-message",
+        "--queue-url",
+        &url,
+        "--message-body",
+        "from the cli",
+        "--message-attributes",
+        r#"{"k":{"DataType":"String","StringValue":"v"}}"#,
+    ])
+    .await
+    .unwrap();
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let received = call(&[
+        "sqs",
+        "receive-message",
+        "--queue-url",
+        &url,
+        "--message-attribute-names",
+        "All",
+        "--wait-time-seconds",
+        "2",
+    ])
+    .await
+    .unwrap();
+    assert!(
+        received.status.success(),
+        "{}",
+        String::from_utf8_lossy(&received.stderr)
+    );
+    let received: Value = serde_json::from_slice(&received.stdout).unwrap();
+    assert_eq!(
+        received["Messages"][0]["Body"], "from the cli",
+        "{received}"
+    );
+    assert_eq!(
+        received["Messages"][0]["MessageAttributes"]["k"]["StringValue"],
+        "v"
+    );
+    let attributes = call(&[
+        "sqs",
+        "get-queue-attributes",
+        "--queue-url",
+        &url,
+        "--attribute-names",
+        "ApproximateNumberOfMessagesNotVisible",
+    ])
+    .await
+    .unwrap();
+    let attributes: Value = serde_json::from_slice(&attributes.stdout).unwrap();
+    assert_eq!(
+        attributes["Attributes"]["ApproximateNumberOfMessagesNotVisible"],
+        "1"
+    );
+    let missing = call(&["sqs", "get-queue-url", "--queue-name", "nope"])
+        .await
+        .unwrap();
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("NonExistentQueue"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+}
+
+/// The Query protocol as older SDKs and Terraform's provider speak it: flattened parameters
+/// in, XML out, also posted to a queue URL.
+#[tokio::test]
+async fn the_query_protocol_serves_queues_and_messages_in_xml() {
+    let server = Server::start();
+    let tenant = Tenant::create(&server, "query-sqs", &ALL_QUEUE_SCOPES).await;
+    let created = tenant
+        .query(
+            &server,
+            "/",
+            &[
+                ("Action", "CreateQueue"),
+                ("Version", "2012-11-05"),
+                ("QueueName", "xml-q"),
+                ("Attribute.1.Name", "VisibilityTimeout"),
+                ("Attribute.1.Value", "50"),
+                ("Attribute.2.Name", "Policy"),
+                ("Attribute.2.Value", "{\"Statement\": [] }"),
+                ("Tag.1.Key", "env"),
+                ("Tag.1.Value", "test"),
+            ],
+        )
+        .await;
+    assert_eq!(created.status, 200, "{}", created.text);
+    assert!(created.text.contains(
+        "<CreateQueueResponse xmlns=\"http://queue.amazonaws.com/doc/2012-11-05/\"><CreateQueueResult>"
+    ));
+    let url = tenant.queue_url(&server, "xml-q");
+    assert_eq!(created.element("QueueUrl"), Some(url.as_str()));
+    assert!(created.element("RequestId").is_some());
+
+    let sent = tenant
+        .query(
+            &server,
+            "/",
+            &[
+                ("Action", "SendMessage"),
+                ("Version", "2012-11-05"),
+                ("QueueUrl", &url),
+                ("MessageBody", "a <b> & \"c\"\r\nd"),
+                ("MessageAttribute.1.Name", "color"),
+                ("MessageAttribute.1.Value.DataType", "String"),
+                ("MessageAttribute.1.Value.StringValue", "red & blue"),
+                ("MessageAttribute.2.Name", "bytes"),
+                ("MessageAttribute.2.Value.DataType", "Binary"),
+                ("MessageAttribute.2.Value.BinaryValue", "AAEC"),
+            ],
+        )
+        .await;
+    assert_eq!(sent.status, 200, "{}", sent.text);
+    let md5_attributes = sent.element("MD5OfMessageAttributes").unwrap().to_owned();
+    assert_eq!(
+        sent.element("MD5OfMessageBody"),
+        Some(sluice_services::md5_of_body("a <b> & \"c\"\r\nd").as_str())
+    );
+
+    // Posted to the queue URL, without QueueUrl, as some SDKs do.
+    let path = format!("/{}/xml-q", tenant.account);
+    let received = tenant
+        .query(
+            &server,
+            &path,
+            &[
+                ("Action", "ReceiveMessage"),
+                ("Version", "2012-11-05"),
+                ("AttributeName.1", "All"),
+                ("MessageAttributeName.1", "All"),
+                ("WaitTimeSeconds", "1"),
+            ],
+        )
+        .await;
+    assert_eq!(received.status, 200, "{}", received.text);
+    // The body reads back exactly, carriage return included, once XML-unescaped.
+    assert_eq!(
+        received.element("Body"),
+        Some("a &lt;b&gt; &amp; &quot;c&quot;&#xD;\nd")
+    );
+    assert_eq!(
+        received.element("MD5OfMessageAttributes"),
+        Some(md5_attributes.as_str())
+    );
+    assert!(received.text.contains(
+        "<MessageAttribute><Name>bytes</Name><Value><BinaryValue>AAEC</BinaryValue><DataType>Binary</DataType></Value></MessageAttribute>"
+    ), "{}", received.text);
+    assert!(received
+        .text
+        .contains("<Attribute><Name>ApproximateReceiveCount</Name><Value>1</Value></Attribute>"));
+    let handle = received.element("ReceiptHandle").unwrap().to_owned();
+
+    let batch = tenant
+        .query(
+            &server,
+            "/",
+            &[
+                ("Action", "SendMessageBatch"),
+                ("QueueUrl", &url),
+                ("SendMessageBatchRequestEntry.1.Id", "one"),
+                ("SendMessageBatchRequestEntry.1.MessageBody", "1"),
+                ("SendMessageBatchRequestEntry.2.Id", "two"),
+                ("SendMessageBatchRequestEntry.2.MessageBody", "2"),
+                ("SendMessageBatchRequestEntry.2.DelaySeconds", "5"),
+                (
+                    "SendMessageBatchRequestEntry.2.MessageAttribute.1.Name",
+                    "n",
+                ),
+                (
+                    "SendMessageBatchRequestEntry.2.MessageAttribute.1.Value.DataType",
+                    "Number",
+                ),
+                (
+                    "SendMessageBatchRequestEntry.2.MessageAttribute.1.Value.StringValue",
+                    "7",
+                ),
+            ],
+        )
+        .await;
+    assert_eq!(batch.status, 200, "{}", batch.text);
+    assert_eq!(
+        batch.text.matches("<SendMessageBatchResultEntry>").count(),
+        2
+    );
+    assert_eq!(batch.elements("Id"), ["one", "two"]);
+
+    let deleted = tenant
+        .query(
+            &server,
+            "/",
+            &[
+                ("Action", "DeleteMessageBatch"),
+                ("QueueUrl", &url),
+                ("DeleteMessageBatchRequestEntry.1.Id", "ok"),
+                ("DeleteMessageBatchRequestEntry.1.ReceiptHandle", &handle),
+                ("DeleteMessageBatchRequestEntry.2.Id", "bad"),
+                ("DeleteMessageBatchRequestEntry.2.ReceiptHandle", "forged"),
+            ],
+        )
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.text);
+    assert!(deleted
+        .text
+        .contains("<DeleteMessageBatchResultEntry><Id>ok</Id></DeleteMessageBatchResultEntry>"));
+    assert!(
+        deleted
+            .text
+            .contains("<BatchResultErrorEntry><Code>ReceiptHandleIsInvalid</Code><Id>bad</Id>"),
+        "{}",
+        deleted.text
+    );
+    assert!(deleted.text.contains("<SenderFault>true</SenderFault>"));
+
+    let attributes = tenant
+        .query(
+            &server,
+            "/",
+            &[
+                ("Action", "GetQueueAttributes"),
+                ("QueueUrl", &url),
+                ("AttributeName.member.1", "VisibilityTimeout"),
+                ("AttributeName.member.2", "Policy"),
+                (
+                    "AttributeName.member.3",
+                    "ApproximateNumberOfMessagesDelayed",
+                ),
+            ],
+        )
+        .await;
+    assert_eq!(attributes.status, 200, "{}", attributes.text);
+    assert_eq!(
+        attributes.elements("Name"),
+        [
+            "ApproximateNumberOfMessagesDelayed",
+            "Policy",
+            "VisibilityTimeout"
+        ]
+    );
+    assert_eq!(
+        attributes.elements("Value"),
+        ["1", "{&quot;Statement&quot;: [] }", "50"]
+    );
+
+    let tags = tenant
+        .query(
+            &server,
+            "/",
+            &[("Action", "ListQueueTags"), ("QueueUrl", &url)],
+        )
+        .await;
+    assert!(tags
+        .text
+        .contains("<Tag><Key>env</Key><Value>test</Value></Tag>"));
+
+    let listed = tenant
+        .query(
+            &server,
+            "/",
+            &[("Action", "ListQueues"), ("QueueNamePrefix", "xml")],
+        )
+        .await;
+    assert_eq!(listed.elements("QueueUrl"), [url.clone()]);
+
+    // An action without output answers no result element.
+    let purged = tenant
+        .query(
+            &server,
+            "/",
+            &[("Action", "PurgeQueue"), ("QueueUrl", &url)],
+        )
+        .await;
+    assert_eq!(purged.status, 200);
+    assert!(purged.text.contains("<PurgeQueueResponse xmlns=\"http://queue.amazonaws.com/doc/2012-11-05/\"><ResponseMetadata><RequestId>"), "{}", purged.text);
+}
+
+/// Query-protocol errors: AWS's codes in AWS's XML shape, and nothing changed.
+#[tokio::test]
+async fn the_query_protocol_answers_aws_errors() {
+    let server = Server::start();
+    let tenant = Tenant::create(&server, "query-errors", &ALL_QUEUE_SCOPES).await;
+    let other = Tenant::create(&server, "query-other", &ALL_QUEUE_SCOPES).await;
+    other
+        .query(
+            &server,
+            "/",
+            &[("Action", "CreateQueue"), ("QueueName", "theirs")],
+        )
+        .await;
+    let theirs = other.queue_url(&server, "theirs");
+    let cases: Vec<(Vec<(&str, &str)>, u16, &str)> = vec![
+        (
+            vec![
+                ("Action", "SendMessage"),
+                ("QueueUrl", &theirs),
+                ("MessageBody", "x"),
+            ],
+            400,
+            "AWS.SimpleQueueService.NonExistentQueue",
+        ),
+        (
+            vec![("Action", "GetQueueUrl"), ("QueueName", "theirs")],
+            400,
+            "AWS.SimpleQueueService.NonExistentQueue",
+        ),
+        (vec![("Action", "CreateQueue")], 400, "MissingParameter"),
+        (vec![("Action", "NoSuchAction")], 400, "InvalidAction"),
+        (vec![("QueueName", "x")], 400, "MissingAction"),
+        (
+            vec![
+                ("Action", "CreateQueue"),
+                ("Version", "2008-01-01"),
+                ("QueueName", "v"),
+            ],
+            400,
+            "InvalidAction",
+        ),
+        (
+            vec![
+                ("Action", "CreateQueue"),
+                ("QueueName", "gap"),
+                ("Attribute.2.Name", "DelaySeconds"),
+                ("Attribute.2.Value", "1"),
+            ],
+            400,
+            "InvalidParameterValue",
+        ),
+        (
+            vec![
+                ("Action", "CreateQueue"),
+                ("QueueName", "nameless"),
+                ("Attribute.1.Value", "1"),
+            ],
+            400,
+            "MissingParameter",
+        ),
+        (
+            vec![
+                ("Action", "ReceiveMessage"),
+                ("QueueUrl", &theirs),
+                ("MaxNumberOfMessages", "many"),
+            ],
+            400,
+            "InvalidParameterValue",
+        ),
+    ];
+    for (params, status, code) in cases {
+        let answer = tenant.query(&server, "/", &params).await;
+        assert_eq!(answer.status, status, "{params:?}: {}", answer.text);
+        assert_eq!(
+            answer.element("Code"),
+            Some(code),
+            "{params:?}: {}",
+            answer.text
+        );
+        assert!(answer
+            .text
+            .contains("xmlns=\"http://queue.amazonaws.com/doc/2012-11-05/\""));
+        assert_eq!(answer.element("Type"), Some("Sender"));
+    }
+    let listed = tenant
+        .query(&server, "/", &[("Action", "ListQueues")])
+        .await;
+    assert!(listed.elements("QueueUrl").is_empty(), "{}", listed.text);
+    // The other tenant's queue got no message.
+    assert_eq!(
+        rest_receive(&server, &other.id, "theirs").await["messages"],
+        json!([])
+    );
+}
+
+/// JSON-protocol errors: malformed bodies, unknown actions, missing members, key scopes and
+/// bad signatures answer AWS's JSON error shape with `x-amzn-query-error`, never a 5xx.
+#[tokio::test]
+async fn the_json_protocol_answers_aws_errors() {
+    let server = Server::start();
+    let tenant = Tenant::create(&server, "json-errors", &ALL_QUEUE_SCOPES).await;
+    tenant
+        .json(&server, "CreateQueue", r#"{"QueueName": "j"}"#)
+        .await;
+    let url = tenant.queue_url(&server, "j");
+    let cases: Vec<(&str, String, u16, &str, &str)> = vec![
+        (
+            "SendMessage",
+            "{not json".into(),
+            400,
+            "com.amazon.coral.service#SerializationException",
+            "MalformedQueryString",
+        ),
+        (
+            "SendMessage",
+            "[1, 2]".into(),
+            400,
+            "com.amazon.coral.service#SerializationException",
+            "MalformedQueryString",
+        ),
+        (
+            "SendMessage",
+            json!({"QueueUrl": url, "MessageBody": 5}).to_string(),
+            400,
+            "com.amazon.coral.service#SerializationException",
+            "MalformedQueryString",
+        ),
+        (
+            "Frobnicate",
+            "{}".into(),
+            400,
+            "com.amazon.coral.service#InvalidAction",
+            "InvalidAction",
+        ),
+        (
+            "SendMessage",
+            json!({"MessageBody": "x"}).to_string(),
+            400,
+            "com.amazonaws.sqs#MissingParameter",
+            "MissingParameter",
+        ),
+        (
+            "SendMessage",
+            json!({"QueueUrl": url}).to_string(),
+            400,
+            "com.amazonaws.sqs#MissingParameter",
+            "MissingParameter",
+        ),
+        (
+            "ReceiveMessage",
+            json!({"QueueUrl": url, "WaitTimeSeconds": 21}).to_string(),
+            400,
+            "com.amazonaws.sqs#InvalidParameterValue",
+            "InvalidParameterValue",
+        ),
+        (
+            "DeleteMessage",
+            json!({"QueueUrl": url, "ReceiptHandle": "forged"}).to_string(),
+            404,
+            "com.amazonaws.sqs#ReceiptHandleIsInvalid",
+            "ReceiptHandleIsInvalid",
+        ),
+        (
+            "GetQueueUrl",
+            json!({"QueueName": "missing"}).to_string(),
+            400,
+            "com.amazonaws.sqs#QueueDoesNotExist",
+            "AWS.SimpleQueueService.NonExistentQueue",
+        ),
+        (
+            "SendMessage",
+            json!({"QueueUrl": "http://elsewhere/123456789012/j", "MessageBody": "x"}).to_string(),
+            400,
+            "com.amazonaws.sqs#QueueDoesNotExist",
+            "AWS.SimpleQueueService.NonExistentQueue",
+        ),
+        (
+            "DeleteMessageBatch",
+            json!({"QueueUrl": url, "Entries": []}).to_string(),
+            400,
+            "com.amazonaws.sqs#EmptyBatchRequest",
+            "AWS.SimpleQueueService.EmptyBatchRequest",
+        ),
+    ];
+    for (action, body, status, shape, code) in cases {
+        tenant
+            .json(&server, action, &body)
+            .await
+            .assert_json_error(status, shape, code);
+    }
+    // Nothing was sent by the refusals.
+    let counts = tenant
+        .json(
+            &server,
+            "GetQueueAttributes",
+            &json!({"QueueUrl": url, "AttributeNames": ["ApproximateNumberOfMessages"]})
+                .to_string(),
+        )
+        .await;
+    assert_eq!(
+        counts.json()["Attributes"]["ApproximateNumberOfMessages"],
+        "0"
+    );
+
+    // A key without the scope an action needs.
+    let (status, key) =
+        create_key(&server, "json-errors", json!({"scopes": ["messages:send"]})).await;
+    assert_eq!(status, 201);
+    let sender = Tenant {
+        id: tenant.id.clone(),
+        account: tenant.account.clone(),
+        key: (
+            key["access_key_id"].as_str().unwrap().to_owned(),
+            key["secret_access_key"].as_str().unwrap().to_owned(),
+        ),
+    };
+    sender
+        .json(&server, "CreateQueue", r#"{"QueueName": "denied"}"#)
+        .await
+        .assert_json_error(403, "com.amazon.coral.service#AccessDenied", "AccessDenied");
+    sender
+        .json(
+            &server,
+            "ReceiveMessage",
+            &json!({"QueueUrl": url}).to_string(),
+        )
+        .await
+        .assert_json_error(403, "com.amazon.coral.service#AccessDenied", "AccessDenied");
+    let sent = sender
+        .json(
+            &server,
+            "SendMessage",
+            &json!({"QueueUrl": url, "MessageBody": "ok"}).to_string(),
+        )
+        .await;
+    assert_eq!(sent.status, 200, "{}", sent.text);
+    tenant
+        .json(&server, "GetQueueUrl", r#"{"QueueName": "denied"}"#)
+        .await
+        .assert_json_error(
+            400,
+            "com.amazonaws.sqs#QueueDoesNotExist",
+            "AWS.SimpleQueueService.NonExistentQueue",
+        );
+
+    // A bad signature answers in JSON too, as the client speaks JSON.
+    let forged = Tenant {
+        id: tenant.id.clone(),
+        account: tenant.account.clone(),
+        key: (tenant.key.0.clone(), "0".repeat(40)),
+    };
+    forged
+        .json(&server, "ListQueues", "{}")
+        .await
+        .assert_json_error(
+            403,
+            "com.amazon.coral.service#SignatureDoesNotMatch",
+            "SignatureDoesNotMatch",
+        );
+}
+
+/// One tenant's queues are the same over SQS and REST: a message sent one way is received the
+/// other way with the same digests, and queues created over SQS are listed over REST.
+#[tokio::test]
+async fn messages_cross_between_sqs_and_rest_with_the_same_digests() {
+    let server = Server::start();
+    let tenant = Tenant::create(&server, "interop", &ALL_QUEUE_SCOPES).await;
+    let token = tenant_token(&tenant.id);
+    let created = tenant
+        .json(&server, "CreateQueue", r#"{"QueueName": "both"}"#)
+        .await;
+    assert_eq!(created.status, 200, "{}", created.text);
+    let url = created.json()["QueueUrl"].as_str().unwrap().to_owned();
+    let (status, listed) = server.call(Method::GET, "/v1/queues", &token, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(listed["queues"][0]["name"], "both", "{listed}");
+
+    // SQS → REST.
+    let sent = tenant
+        .json(
+            &server,
+            "SendMessage",
+            &json!({
+                "QueueUrl": url,
+                "MessageBody": "over sqs",
+                "MessageAttributes": {
+                    "s": {"DataType": "String", "StringValue": "v"},
+                    "b": {"DataType": "Binary", "BinaryValue": "AAEC"},
+                    "n": {"DataType": "Number.int", "StringValue": "3"}
+                }
+            })
+            .to_string(),
+        )
+        .await
+        .json();
+    let received = rest_receive(&server, &tenant.id, "both").await;
+    let message = &received["messages"][0];
+    assert_eq!(message["body"], "over sqs");
+    assert_eq!(message["message_id"], sent["MessageId"]);
+    assert_eq!(message["md5_of_body"], sent["MD5OfMessageBody"]);
+    assert_eq!(message["md5_of_attributes"], sent["MD5OfMessageAttributes"]);
+    assert_eq!(
+        message["attributes"]["b"],
+        json!({"type": "Binary", "value": "AAEC"})
+    );
+    let (status, _) = server
+        .call(
+            Method::DELETE,
+            &format!(
+                "/v1/queues/both/messages/{}",
+                message["receipt_handle"].as_str().unwrap()
+            ),
+            &token,
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+
+    // REST → SQS.
+    let (status, rest_sent) = server
+        .call(
+            Method::POST,
+            "/v1/queues/both/messages",
+            &token,
+            Some(json!({
+                "body": "over rest",
+                "attributes": {"k": {"type": "String", "value": "w"}, "z": {"type": "Binary", "value": "/w=="}}
+            })),
+        )
+        .await;
+    assert_eq!(status, 201, "{rest_sent}");
+    let received = tenant
+        .json(
+            &server,
+            "ReceiveMessage",
+            &json!({"QueueUrl": url, "MessageAttributeNames": ["All"], "WaitTimeSeconds": 1})
+                .to_string(),
+        )
+        .await
+        .json();
+    let message = &received["Messages"][0];
+    assert_eq!(message["Body"], "over rest", "{received}");
+    assert_eq!(message["MessageId"], rest_sent["message_id"]);
+    assert_eq!(message["MD5OfBody"], rest_sent["md5_of_body"]);
+    assert_eq!(
+        message["MD5OfMessageAttributes"],
+        rest_sent["md5_of_attributes"]
+    );
+    assert_eq!(
+        message["MessageAttributes"]["z"],
+        json!({"DataType": "Binary", "BinaryValue": "/w=="})
+    );
+
+    // A queue deleted over REST is gone over SQS.
+    let (status, _) = server
+        .call(Method::DELETE, "/v1/queues/both", &token, None)
+        .await;
+    assert_eq!(status, 204);
+    tenant
+        .json(&server, "GetQueueUrl", r#"{"QueueName": "both"}"#)
+        .await
+        .assert_json_error(
+            400,
+            "com.amazonaws.sqs#QueueDoesNotExist",
+            "AWS.SimpleQueueService.NonExistentQueue",
+        );
+}
+
+/// Opaque attributes belong to one creation of a queue: a queue deleted and created again
+/// under the same name starts without them.
+#[tokio::test]
+async fn a_recreated_queue_does_not_inherit_stored_attributes() {
+    let server = Server::start();
+    let tenant = Tenant::create(&server, "recreate", &ALL_QUEUE_SCOPES).await;
+    let create =
+        json!({"QueueName": "again", "Attributes": {"Policy": "{\"v\":1}", "KmsMasterKeyId": "k"}})
+            .to_string();
+    let url = tenant.json(&server, "CreateQueue", &create).await.json()["QueueUrl"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let all = json!({"QueueUrl": url, "AttributeNames": ["All"]}).to_string();
+    let attributes = tenant
+        .json(&server, "GetQueueAttributes", &all)
+        .await
+        .json();
+    assert_eq!(attributes["Attributes"]["Policy"], "{\"v\":1}");
+    let deleted = tenant
+        .json(
+            &server,
+            "DeleteQueue",
+            &json!({"QueueUrl": url}).to_string(),
+        )
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.text);
+    // Creation times are in milliseconds; make sure the next creation gets another.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    tenant
+        .json(&server, "CreateQueue", r#"{"QueueName": "again"}"#)
+        .await;
+    let attributes = tenant
+        .json(&server, "GetQueueAttributes", &all)
+        .await
+        .json();
+    assert!(
+        attributes["Attributes"].get("Policy").is_none(),
+        "{attributes}"
+    );
+    assert!(
+        attributes["Attributes"].get("KmsMasterKeyId").is_none(),
+        "{attributes}"
+    );
+}
+
+/// `--public-url` names the queue URLs answered, and those URLs are accepted back.
+#[tokio::test]
+async fn queue_urls_use_the_public_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_in(
+        dir.path(),
+        &[
+            "--jwt-secret",
+            crate::harness::SECRET,
+            "--public-url",
+            "https://queues.example.com/",
+        ],
+    );
+    let tenant = Tenant::create(&server, "public", &ALL_QUEUE_SCOPES).await;
+    let created = tenant
+        .json(&server, "CreateQueue", r#"{"QueueName": "pub"}"#)
+        .await
+        .json();
+    let url = format!("https://queues.example.com/{}/pub", tenant.account);
+    assert_eq!(created["QueueUrl"], url.as_str());
+    let sent = tenant
+        .json(
+            &server,
+            "SendMessage",
+            &json!({"QueueUrl": url, "MessageBody": "m"}).to_string(),
+        )
+        .await;
+    assert_eq!(sent.status, 200, "{}", sent.text);
+}
