@@ -493,7 +493,7 @@ async fn the_query_protocol_serves_queues_and_messages_in_xml() {
             &[("Action", "ListQueues"), ("QueueNamePrefix", "xml")],
         )
         .await;
-    assert_eq!(listed.elements("QueueUrl"), [url.clone()]);
+    assert_eq!(listed.elements("QueueUrl"), [url.as_str()]);
 
     // An action without output answers no result element.
     let purged = tenant
@@ -506,6 +506,8 @@ async fn the_query_protocol_serves_queues_and_messages_in_xml() {
     assert_eq!(purged.status, 200);
     assert!(purged.text.contains("<PurgeQueueResponse xmlns=\"http://queue.amazonaws.com/doc/2012-11-05/\"><ResponseMetadata><RequestId>"), "{}", purged.text);
 }
+
+type Params<'a> = Vec<(&'a str, &'a str)>;
 
 /// Query-protocol errors: AWS's codes in AWS's XML shape, and nothing changed.
 #[tokio::test]
@@ -521,7 +523,7 @@ async fn the_query_protocol_answers_aws_errors() {
         )
         .await;
     let theirs = other.queue_url(&server, "theirs");
-    let cases: Vec<(Vec<(&str, &str)>, u16, &str)> = vec![
+    let cases: Vec<(Params, u16, &str)> = vec![
         (
             vec![
                 ("Action", "SendMessage"),
