@@ -1,7 +1,8 @@
 //! The SQS-compatible endpoint against the real binary: boto3 (AWS JSON 1.0) over every action
-//! (`aws_sqs_boto3.py`), the aws CLI, the Query protocol as older SDKs speak it (requests
-//! signed by AWS's own signer, `aws-sigv4`), messages crossing between SQS and REST with the
-//! same digests, tenant isolation, key scopes and malformed requests.
+//! (`aws_sqs_boto3.py`, which checks SQS's MD5s computed independently), the aws CLI, the Rust
+//! SDK, the Query protocol as older SDKs speak it (requests signed by AWS's own signer,
+//! `aws-sigv4`), messages crossing between SQS and REST with the same digests, tenant
+//! isolation, key scopes and malformed requests.
 
 use crate::aws_identity::{
     account_of, create_key, create_tenant, run_tool_with, signed_request, AwsAnswer,
@@ -951,4 +952,149 @@ async fn queue_urls_use_the_public_url() {
         )
         .await;
     assert_eq!(sent.status, 200, "{}", sent.text);
+}
+
+/// A client of the Rust SDK (`aws-sdk-sqs`) for `tenant`.
+fn sdk_client(server: &Server, tenant: &Tenant) -> aws_sdk_sqs::Client {
+    use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+    let config = aws_sdk_sqs::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(&server.base)
+        .credentials_provider(Credentials::new(
+            &tenant.key.0,
+            &tenant.key.1,
+            None,
+            None,
+            "e2e",
+        ))
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .build();
+    aws_sdk_sqs::Client::from_conf(config)
+}
+
+/// The Rust SDK (JSON protocol) sends, batches, receives with binary attributes and deletes;
+/// the digests it is answered are SQS's published values for the same body and attribute.
+#[tokio::test]
+async fn the_rust_sdk_round_trips_messages_with_published_digests() {
+    use aws_sdk_sqs::primitives::Blob;
+    use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+    let server = Server::start();
+    let tenant = Tenant::create(&server, "rust-sdk", &ALL_QUEUE_SCOPES).await;
+    let sqs = sdk_client(&server, &tenant);
+    let url = sqs
+        .create_queue()
+        .queue_name("sdk")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let attribute = |data_type: &str, text: Option<&str>, bytes: Option<&[u8]>| {
+        let mut value = MessageAttributeValue::builder().data_type(data_type);
+        if let Some(text) = text {
+            value = value.string_value(text);
+        }
+        if let Some(bytes) = bytes {
+            value = value.binary_value(Blob::new(bytes));
+        }
+        value.build().unwrap()
+    };
+    // MD5 of "hello", and SQS's digest of this one attribute as its documentation computes it.
+    const HELLO_MD5: &str = "5d41402abc4b2a76b9719d911017c592";
+    const SELLER_MD5: &str = "cd28f3b68aeee4b2eac9c66f2f694b58";
+    let published = sqs
+        .send_message()
+        .queue_url(&url)
+        .message_body("hello")
+        .message_attributes(
+            "SellerName",
+            attribute("String", Some("Example Store"), None),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(published.md5_of_message_body.as_deref(), Some(HELLO_MD5));
+    assert_eq!(
+        published.md5_of_message_attributes.as_deref(),
+        Some(SELLER_MD5)
+    );
+    let sent = sqs
+        .send_message()
+        .queue_url(&url)
+        .message_body("r\u{fc}st \r\n")
+        .message_attributes("s", attribute("String", Some("\u{1F980}"), None))
+        .message_attributes("n", attribute("Number", Some("-1.5"), None))
+        .message_attributes("b", attribute("Binary", None, Some(&[0, 1, 254, 255])))
+        .send()
+        .await
+        .unwrap();
+    let batch = sqs
+        .send_message_batch()
+        .queue_url(&url)
+        .entries(
+            SendMessageBatchRequestEntry::builder()
+                .id("e1")
+                .message_body("batched")
+                .message_attributes("k", attribute("String.label", Some("v"), None))
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(batch.successful.len(), 1);
+    let mut bodies = Vec::new();
+    while bodies.len() < 3 {
+        let received = sqs
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .message_attribute_names("All")
+            .wait_time_seconds(2)
+            .send()
+            .await
+            .unwrap();
+        for message in received.messages.unwrap_or_default() {
+            if message.message_id == published.message_id {
+                assert_eq!(message.md5_of_body.as_deref(), Some(HELLO_MD5));
+                assert_eq!(
+                    message.md5_of_message_attributes.as_deref(),
+                    Some(SELLER_MD5)
+                );
+            }
+            if message.message_id == sent.message_id {
+                let attributes = message.message_attributes.clone().unwrap();
+                assert_eq!(
+                    attributes["b"].binary_value.as_ref().map(|b| b.as_ref()),
+                    Some(&[0u8, 1, 254, 255][..])
+                );
+                assert_eq!(
+                    message.md5_of_message_attributes,
+                    sent.md5_of_message_attributes
+                );
+            }
+            sqs.delete_message()
+                .queue_url(&url)
+                .receipt_handle(message.receipt_handle.unwrap())
+                .send()
+                .await
+                .unwrap();
+            bodies.push(message.body.unwrap());
+        }
+    }
+    bodies.sort();
+    assert_eq!(bodies, ["batched", "hello", "r\u{fc}st \r\n"]);
+    let error = sqs
+        .get_queue_url()
+        .queue_name("missing")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .as_service_error()
+            .is_some_and(|e| e.is_queue_does_not_exist()),
+        "{error:?}"
+    );
 }

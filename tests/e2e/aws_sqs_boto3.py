@@ -1,13 +1,15 @@
 """boto3 (AWS JSON 1.0 protocol) against a running Sluice, over every SQS action served.
 
 Run by tests/e2e/aws_sqs.rs with the endpoint, a key of the tenant under test and another
-tenant's queue URL in the environment. boto3 checks the MD5s of what it sends and receives
-itself, so a wrong digest fails the send or the receive. Prints one line per check and a
-cargo-style summary; exits non-zero when a check fails.
+tenant's queue URL in the environment. boto3 does not check SQS's MD5s, so the checks compute
+them here, as the SQS documentation defines them, and compare. Prints one line per check and a
+summary; exits non-zero when a check fails.
 """
 
+import hashlib
 import json
 import os
+import struct
 import sys
 import threading
 import time
@@ -43,6 +45,28 @@ def error_code(call, *args, **kwargs):
     except ClientError as e:
         return e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]
     raise AssertionError(f"{call.__name__} succeeded; an error was expected")
+
+
+def md5_of_body(body):
+    return hashlib.md5(body.encode("utf-8")).hexdigest()
+
+
+def md5_of_attributes(attributes):
+    """SQS's digest: per attribute in name order, length-prefixed name, type and value, with a
+    transport byte (1 string, 2 binary) before the value."""
+
+    def put(data):
+        return struct.pack(">I", len(data)) + data
+
+    out = b""
+    for name in sorted(attributes):
+        value = attributes[name]
+        out += put(name.encode()) + put(value["DataType"].encode())
+        if "BinaryValue" in value:
+            out += b"\x02" + put(value["BinaryValue"])
+        else:
+            out += b"\x01" + put(value["StringValue"].encode())
+    return hashlib.md5(out).hexdigest()
 
 
 def arn(name):
@@ -231,17 +255,16 @@ def set_queue_attributes_echoes_stored_values_byte_for_byte():
 def messages_round_trip_with_attributes_and_system_attributes():
     q = sqs.create_queue(QueueName="b3-messages")["QueueUrl"]
     body = "caf\u00e9 <&> \r\n\t \U0001F600"
-    sent = sqs.send_message(
-        QueueUrl=q,
-        MessageBody=body,
-        MessageAttributes={
-            "color": {"DataType": "String", "StringValue": "red"},
-            "count": {"DataType": "Number", "StringValue": "42"},
-            "blob": {"DataType": "Binary", "BinaryValue": b"\x00\xff\x10"},
-            "trace.id": {"DataType": "String.custom", "StringValue": "abc"},
-        },
-    )
+    given = {
+        "color": {"DataType": "String", "StringValue": "red"},
+        "count": {"DataType": "Number", "StringValue": "42"},
+        "blob": {"DataType": "Binary", "BinaryValue": b"\x00\xff\x10"},
+        "trace.id": {"DataType": "String.custom", "StringValue": "abc"},
+    }
+    sent = sqs.send_message(QueueUrl=q, MessageBody=body, MessageAttributes=given)
     assert sent["MessageId"]
+    assert sent["MD5OfMessageBody"] == md5_of_body(body), sent
+    assert sent["MD5OfMessageAttributes"] == md5_of_attributes(given), sent
     got = sqs.receive_message(
         QueueUrl=q,
         MessageAttributeNames=["All"],
@@ -252,7 +275,8 @@ def messages_round_trip_with_attributes_and_system_attributes():
     m = got[0]
     assert m["Body"] == body
     assert m["MessageId"] == sent["MessageId"]
-    assert m["MD5OfMessageAttributes"] == sent["MD5OfMessageAttributes"]
+    assert m["MD5OfBody"] == md5_of_body(body)
+    assert m["MD5OfMessageAttributes"] == md5_of_attributes(given)
     assert m["MessageAttributes"]["blob"] == {"DataType": "Binary", "BinaryValue": b"\x00\xff\x10"}
     assert m["MessageAttributes"]["count"] == {"DataType": "Number", "StringValue": "42"}
     system = m["Attributes"]
@@ -268,6 +292,8 @@ def messages_round_trip_with_attributes_and_system_attributes():
         WaitTimeSeconds=1,
     )["Messages"][0]
     assert sorted(again["MessageAttributes"]) == ["color", "trace.id"], again
+    # The digest covers the attributes answered.
+    assert again["MD5OfMessageAttributes"] == md5_of_attributes(again["MessageAttributes"])
     assert again["Attributes"] == {"ApproximateReceiveCount": "2"}, again
     sqs.delete_message(QueueUrl=q, ReceiptHandle=again["ReceiptHandle"])
     counts = attributes(q, "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible")
@@ -326,6 +352,11 @@ def batches_answer_per_entry_and_refuse_bad_batches():
         ],
     )
     assert sorted(e["Id"] for e in answer["Successful"]) == ["a", "b"], answer
+    a = next(e for e in answer["Successful"] if e["Id"] == "a")
+    assert a["MD5OfMessageBody"] == md5_of_body("one"), a
+    assert a["MD5OfMessageAttributes"] == md5_of_attributes(
+        {"k": {"DataType": "String", "StringValue": "v"}}
+    ), a
     assert [(f["Id"], f["Code"], f["SenderFault"]) for f in answer["Failed"]] == [
         ("too-big", "InvalidParameterValue", True)
     ], answer
