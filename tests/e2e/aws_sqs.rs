@@ -25,7 +25,14 @@ struct Tenant {
 
 impl Tenant {
     async fn create(server: &Server, id: &str, scopes: &[&str]) -> Tenant {
-        let (status, tenant) = create_tenant(server, json!({ "id": id })).await;
+        Tenant::create_with(server, json!({ "id": id }), scopes).await
+    }
+
+    /// A tenant made from `body` (`{"id", "quotas"?}`).
+    async fn create_with(server: &Server, body: Value, scopes: &[&str]) -> Tenant {
+        let id = body["id"].as_str().unwrap().to_owned();
+        let id = id.as_str();
+        let (status, tenant) = create_tenant(server, body).await;
         assert_eq!(status, 201, "{tenant}");
         let (status, key) = create_key(server, id, json!({ "scopes": scopes })).await;
         assert_eq!(status, 201, "{key}");
@@ -1097,4 +1104,124 @@ async fn the_rust_sdk_round_trips_messages_with_published_digests() {
             .is_some_and(|e| e.is_queue_does_not_exist()),
         "{error:?}"
     );
+}
+
+/// A tenant past its request rate is answered `RequestThrottled`, which SDKs retry with
+/// backoff, in the shape of the client's protocol.
+#[tokio::test]
+async fn a_tenant_past_its_rate_is_throttled() {
+    let server = Server::start();
+    let tenant = Tenant::create_with(
+        &server,
+        json!({"id": "throttled", "quotas": {"requests_per_second": 1, "burst": 2}}),
+        &ALL_QUEUE_SCOPES,
+    )
+    .await;
+    let mut throttled = None;
+    for _ in 0..10 {
+        let answer = tenant.json(&server, "ListQueues", "{}").await;
+        if answer.status != 200 {
+            throttled = Some(answer);
+            break;
+        }
+    }
+    let answer = throttled.expect("ten requests at once and none throttled");
+    answer.assert_json_error(
+        400,
+        "com.amazon.coral.service#RequestThrottled",
+        "RequestThrottled",
+    );
+    let query = tenant
+        .query(&server, "/", &[("Action", "ListQueues")])
+        .await;
+    query.assert_error(400, "RequestThrottled");
+}
+
+/// On Redis, two gateways serve one tenant's queues over SQS: a queue and its stored
+/// attributes made through one are read through the other, and messages cross them.
+#[tokio::test]
+async fn gateways_on_one_redis_serve_the_same_sqs_queues() {
+    let redis = sluice_testkit::RedisServer::start().unwrap();
+    let prefix = sluice_testkit::unique_prefix("e2e-sqs");
+    let start = || {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start_in(
+            dir.path(),
+            &[
+                "--jwt-secret",
+                crate::harness::SECRET,
+                "--store",
+                &redis.url(),
+                "--redis-key-prefix",
+                &prefix,
+            ],
+        );
+        (dir, server)
+    };
+    let ((_a_dir, a), (_b_dir, b)) = (start(), start());
+    let tenant = Tenant::create(&a, "redis-sqs", &ALL_QUEUE_SCOPES).await;
+    let created = tenant
+        .json(
+            &a,
+            "CreateQueue",
+            r#"{"QueueName": "shared", "Attributes": {"Policy": "{ \"Statement\" : [] }", "VisibilityTimeout": "9"}}"#,
+        )
+        .await;
+    assert_eq!(created.status, 200, "{}", created.text);
+    let url = tenant.queue_url(&a, "shared");
+    let attributes = tenant
+        .json(
+            &b,
+            "GetQueueAttributes",
+            &json!({"QueueUrl": url, "AttributeNames": ["Policy", "VisibilityTimeout"]})
+                .to_string(),
+        )
+        .await
+        .json();
+    assert_eq!(
+        attributes["Attributes"],
+        json!({"Policy": "{ \"Statement\" : [] }", "VisibilityTimeout": "9"})
+    );
+    let sent = tenant
+        .query(
+            &b,
+            "/",
+            &[
+                ("Action", "SendMessage"),
+                ("QueueUrl", &url),
+                ("MessageBody", "across"),
+                ("MessageAttribute.1.Name", "k"),
+                ("MessageAttribute.1.Value.DataType", "String"),
+                ("MessageAttribute.1.Value.StringValue", "v"),
+            ],
+        )
+        .await;
+    assert_eq!(sent.status, 200, "{}", sent.text);
+    let received = tenant
+        .json(
+            &a,
+            "ReceiveMessage",
+            &json!({"QueueUrl": url, "MessageAttributeNames": ["All"], "WaitTimeSeconds": 2})
+                .to_string(),
+        )
+        .await
+        .json();
+    let message = &received["Messages"][0];
+    assert_eq!(message["Body"], "across", "{received}");
+    assert_eq!(
+        message["MD5OfMessageAttributes"].as_str(),
+        sent.element("MD5OfMessageAttributes")
+    );
+    let deleted = tenant
+        .json(&b, "DeleteQueue", &json!({"QueueUrl": url}).to_string())
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.text);
+    tenant
+        .json(&a, "GetQueueUrl", r#"{"QueueName": "shared"}"#)
+        .await
+        .assert_json_error(
+            400,
+            "com.amazonaws.sqs#QueueDoesNotExist",
+            "AWS.SimpleQueueService.NonExistentQueue",
+        );
 }
