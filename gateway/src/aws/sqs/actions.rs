@@ -453,10 +453,9 @@ impl Ctx<'_> {
         format!("{}/{}/{queue}", self.public_url, self.account)
     }
 
-    fn names<'q>(&self, queue: &'q str) -> Names<'q> {
+    fn names(&self) -> Names {
         Names {
             arn_prefix: self.arn_prefix.clone(),
-            queue,
         }
     }
 
@@ -488,7 +487,7 @@ impl Ctx<'_> {
 
     async fn create_queue(&self, input: CreateQueueInput) -> Result<Value, SqsError> {
         let name = required(&input.queue_name, "QueueName")?.to_owned();
-        let parsed = attributes::parse(&input.attributes, &self.names(&name))?;
+        let parsed = attributes::parse(&input.attributes, &self.names())?;
         match parsed.fifo {
             Some(true) if !name.ends_with(".fifo") => {
                 return Err(SqsError::InvalidParameterValue(
@@ -508,7 +507,7 @@ impl Ctx<'_> {
                     .services
                     .opaque_queue_attributes(&self.tenant, &name, view.created_at)
                     .await?;
-                let current = attributes::all(&view, &opaque, &self.names(&name));
+                let current = attributes::all(&view, &opaque, &self.names());
                 if !attributes::agree(&input.attributes, &current) {
                     return Err(SqsError::QueueNameExists(format!(
                         "A queue already exists with the same name and a different value for attribute(s) {}",
@@ -612,7 +611,7 @@ impl Ctx<'_> {
             .services
             .opaque_queue_attributes(&self.tenant, &name, view.created_at)
             .await?;
-        let all = attributes::all(&view, &opaque, &self.names(&name));
+        let all = attributes::all(&view, &opaque, &self.names());
         let known = |n: &str| {
             attributes::OPAQUE.contains(&n)
                 || attributes::READ_ONLY.contains(&n)
@@ -645,7 +644,7 @@ impl Ctx<'_> {
                 "The request must contain the parameter Attributes.".into(),
             ));
         };
-        let parsed = attributes::parse(&given, &self.names(&name))?;
+        let parsed = attributes::parse(&given, &self.names())?;
         if parsed.fifo.is_some() {
             return Err(SqsError::InvalidAttributeName(
                 "FifoQueue can be set only when a queue is created.".into(),

@@ -43,14 +43,12 @@ pub const CONFIGURED: [&str; 10] = [
 ];
 
 /// How queue names and ARNs translate for the caller's account.
-pub struct Names<'a> {
+pub struct Names {
     /// `arn:aws:sqs:{region}:{account}:`.
     pub arn_prefix: String,
-    /// The queue whose attributes these are (a redrive policy may not name it).
-    pub queue: &'a str,
 }
 
-impl Names<'_> {
+impl Names {
     /// The ARN of a queue of the account.
     pub fn arn(&self, queue: &str) -> String {
         format!("{}{queue}", self.arn_prefix)
@@ -106,7 +104,7 @@ pub struct Parsed {
 
 /// Checks attributes given to `CreateQueue` or `SetQueueAttributes`. An empty value resets a
 /// configured attribute to its default and removes an opaque one.
-pub fn parse(attributes: &BTreeMap<String, String>, names: &Names<'_>) -> Result<Parsed, SqsError> {
+pub fn parse(attributes: &BTreeMap<String, String>, names: &Names) -> Result<Parsed, SqsError> {
     let mut parsed = Parsed::default();
     for (name, value) in attributes {
         let name = name.as_str();
@@ -183,7 +181,7 @@ pub fn parse(attributes: &BTreeMap<String, String>, names: &Names<'_>) -> Result
     Ok(parsed)
 }
 
-fn redrive_policy(value: &str, names: &Names<'_>) -> Result<RedrivePolicyInput, SqsError> {
+fn redrive_policy(value: &str, names: &Names) -> Result<RedrivePolicyInput, SqsError> {
     let attribute = "RedrivePolicy";
     let json: Value = serde_json::from_str(value)
         .map_err(|_| invalid_value(attribute, value, "it is not JSON"))?;
@@ -209,10 +207,7 @@ fn redrive_policy(value: &str, names: &Names<'_>) -> Result<RedrivePolicyInput, 
     })
 }
 
-fn redrive_allow_policy(
-    value: &str,
-    names: &Names<'_>,
-) -> Result<RedriveAllowPolicyInput, SqsError> {
+fn redrive_allow_policy(value: &str, names: &Names) -> Result<RedriveAllowPolicyInput, SqsError> {
     let attribute = "RedriveAllowPolicy";
     let json: Value = serde_json::from_str(value)
         .map_err(|_| invalid_value(attribute, value, "it is not JSON"))?;
@@ -259,7 +254,7 @@ fn redrive_allow_policy(
 pub fn all(
     view: &QueueView,
     opaque: &BTreeMap<String, String>,
-    names: &Names<'_>,
+    names: &Names,
 ) -> BTreeMap<String, String> {
     let config = &view.config;
     let mut out = BTreeMap::new();
@@ -370,4 +365,89 @@ fn normalized_json(text: &str) -> Option<Value> {
         }
     }
     Some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Names {
+        Names {
+            arn_prefix: "arn:aws:sqs:us-east-1:111122223333:".into(),
+        }
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn redrive_policies_take_counts_as_numbers_or_text_and_only_own_arns() {
+        for count in ["5", "\"5\""] {
+            let parsed = parse(
+                &map(&[(
+                    "RedrivePolicy",
+                    &format!(
+                        r#"{{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:111122223333:dlq","maxReceiveCount":{count}}}"#
+                    ),
+                )]),
+                &names(),
+            )
+            .unwrap();
+            let policy = parsed.patch.redrive_policy.unwrap().unwrap();
+            assert_eq!(
+                (policy.dead_letter_queue.as_str(), policy.max_receive_count),
+                ("dlq", 5)
+            );
+        }
+        let foreign = parse(
+            &map(&[(
+                "RedrivePolicy",
+                r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:999999999999:dlq","maxReceiveCount":5}"#,
+            )]),
+            &names(),
+        );
+        assert!(matches!(foreign, Err(SqsError::InvalidAttributeValue(_))));
+        let cleared = parse(&map(&[("RedrivePolicy", "")]), &names()).unwrap();
+        assert!(matches!(cleared.patch.redrive_policy, Some(None)));
+    }
+
+    #[test]
+    fn opaque_attributes_are_kept_as_given_and_unknown_names_refused() {
+        let parsed = parse(
+            &map(&[("Policy", " {\"a\" : 1} "), ("KmsMasterKeyId", "")]),
+            &names(),
+        )
+        .unwrap();
+        assert_eq!(parsed.opaque["Policy"].as_deref(), Some(" {\"a\" : 1} "));
+        assert_eq!(parsed.opaque["KmsMasterKeyId"], None);
+        assert!(matches!(
+            parse(&map(&[("QueueArn", "x")]), &names()),
+            Err(SqsError::InvalidAttributeName(_))
+        ));
+    }
+
+    #[test]
+    fn create_queue_compares_policies_by_content() {
+        let current = map(&[
+            (
+                "RedrivePolicy",
+                r#"{"deadLetterTargetArn":"arn:x","maxReceiveCount":3}"#,
+            ),
+            ("VisibilityTimeout", "30"),
+        ]);
+        assert!(agree(
+            &map(&[(
+                "RedrivePolicy",
+                r#"{ "maxReceiveCount": "3", "deadLetterTargetArn": "arn:x" }"#
+            )]),
+            &current
+        ));
+        assert!(agree(&map(&[("FifoQueue", "false")]), &current));
+        assert!(!agree(&map(&[("VisibilityTimeout", "31")]), &current));
+        assert!(!agree(&map(&[("Policy", "{}")]), &current));
+    }
 }

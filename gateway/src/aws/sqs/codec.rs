@@ -333,3 +333,158 @@ pub fn error_response(protocol: Protocol, error: &SqsError) -> Response {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(pairs: &[(&str, &str)]) -> Params {
+        Params::new(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+    }
+
+    #[test]
+    fn query_batches_translate_to_the_json_shape_with_nested_attributes() {
+        let input = query_to_json(
+            &params(&[
+                ("Action", "SendMessageBatch"),
+                ("QueueUrl", "http://h/1/q"),
+                ("SendMessageBatchRequestEntry.1.Id", "a"),
+                ("SendMessageBatchRequestEntry.1.MessageBody", "x"),
+                ("SendMessageBatchRequestEntry.1.DelaySeconds", "3"),
+                (
+                    "SendMessageBatchRequestEntry.1.MessageAttribute.1.Name",
+                    "k",
+                ),
+                (
+                    "SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.DataType",
+                    "String",
+                ),
+                (
+                    "SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringValue",
+                    "v",
+                ),
+                ("SendMessageBatchRequestEntry.2.Id", "b"),
+                ("SendMessageBatchRequestEntry.2.MessageBody", "y"),
+            ]),
+            Operation::SendMessageBatch,
+        )
+        .unwrap();
+        assert_eq!(
+            input,
+            json!({
+                "QueueUrl": "http://h/1/q",
+                "Entries": [
+                    {"Id": "a", "MessageBody": "x", "DelaySeconds": 3,
+                     "MessageAttributes": {"k": {"DataType": "String", "StringValue": "v"}}},
+                    {"Id": "b", "MessageBody": "y"}
+                ]
+            })
+        );
+    }
+
+    #[test]
+    fn query_lists_and_maps_take_their_json_names() {
+        let create = query_to_json(
+            &params(&[
+                ("QueueName", "q"),
+                ("Attribute.1.Name", "DelaySeconds"),
+                ("Attribute.1.Value", "5"),
+                ("Tag.1.Key", "env"),
+                ("Tag.1.Value", "prod"),
+            ]),
+            Operation::CreateQueue,
+        )
+        .unwrap();
+        assert_eq!(
+            create,
+            json!({"QueueName": "q", "Attributes": {"DelaySeconds": "5"}, "tags": {"env": "prod"}})
+        );
+        let tag = query_to_json(
+            &params(&[("Tag.1.Key", "a"), ("Tag.1.Value", "b")]),
+            Operation::TagQueue,
+        )
+        .unwrap();
+        assert_eq!(tag, json!({"Tags": {"a": "b"}}));
+        let receive = query_to_json(
+            &params(&[
+                ("AttributeName.1", "All"),
+                ("MessageAttributeName.member.1", "foo.*"),
+                ("MessageAttributeName.member.2", "bar"),
+                ("MaxNumberOfMessages", "10"),
+            ]),
+            Operation::ReceiveMessage,
+        )
+        .unwrap();
+        assert_eq!(
+            receive,
+            json!({"AttributeNames": ["All"], "MessageAttributeNames": ["foo.*", "bar"], "MaxNumberOfMessages": 10})
+        );
+    }
+
+    #[test]
+    fn malformed_query_values_name_the_parameter() {
+        let error = query_to_json(
+            &params(&[("WaitTimeSeconds", "soon")]),
+            Operation::ReceiveMessage,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&error, SqsError::InvalidParameterValue(m) if m.contains("WaitTimeSeconds")),
+            "{error:?}"
+        );
+        let error = query_to_json(
+            &params(&[("MessageAttribute.1.Value.StringValue", "v")]),
+            Operation::SendMessage,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&error, SqsError::MissingParameter(m) if m.contains("MessageAttribute.1.Name")),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn xml_answers_flatten_lists_and_maps_as_sqs_does() {
+        let mut answer = XmlAnswer::new("sqs", "ReceiveMessage");
+        let output = json!({"Messages": [{
+            "Body": "b",
+            "Attributes": {"SentTimestamp": "1"},
+            "MessageAttributes": {"k": {"DataType": "String", "StringValue": "v"}},
+            "MD5OfMessageAttributes": null
+        }]});
+        write_members(
+            &mut answer,
+            Operation::ReceiveMessage,
+            output.as_object().unwrap(),
+        );
+        let document = answer.document();
+        assert!(document.contains(
+            "<ReceiveMessageResult><Message>\
+             <Attribute><Name>SentTimestamp</Name><Value>1</Value></Attribute>\
+             <Body>b</Body>\
+             <MessageAttribute><Name>k</Name><Value><DataType>String</DataType><StringValue>v</StringValue></Value></MessageAttribute>\
+             </Message></ReceiveMessageResult>"
+        ), "{document}");
+        let mut answer = XmlAnswer::new("sqs", "DeleteMessageBatch");
+        let output =
+            json!({"Successful": [{"Id": "a"}], "Failed": [{"Id": "b", "SenderFault": true}]});
+        write_members(
+            &mut answer,
+            Operation::DeleteMessageBatch,
+            output.as_object().unwrap(),
+        );
+        let document = answer.document();
+        assert!(document.contains(
+            "<BatchResultErrorEntry><Id>b</Id><SenderFault>true</SenderFault></BatchResultErrorEntry>\
+             <DeleteMessageBatchResultEntry><Id>a</Id></DeleteMessageBatchResultEntry>"
+        ), "{document}");
+    }
+
+    #[test]
+    fn json_answers_leave_absent_members_out() {
+        let mut value = json!({"A": null, "B": [{"C": null, "D": 1}]});
+        strip_nulls(&mut value);
+        assert_eq!(value, json!({"B": [{"D": 1}]}));
+    }
+}
