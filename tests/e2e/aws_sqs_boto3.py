@@ -120,7 +120,10 @@ def create_queue_refuses_bad_names_and_values():
     ) == ("InvalidParameterValue", 400)
     assert error_code(
         sqs.create_queue, QueueName="b3-bad", Attributes={"VisibilityTimeout": "43201"}
-    ) == ("InvalidParameterValue", 400)
+    ) == ("InvalidAttributeValue", 400)
+    assert error_code(
+        sqs.create_queue, QueueName="b3-bad", Attributes={"Policy": "x" * 20481}
+    ) == ("InvalidAttributeValue", 400)
     assert error_code(
         sqs.create_queue, QueueName="b3-bad", Attributes={"NoSuchAttribute": "1"}
     ) == ("InvalidAttributeName", 400)
@@ -309,6 +312,12 @@ def send_refuses_bad_messages():
         "InvalidParameterValue",
         400,
     )
+    try:
+        sqs.send_message(QueueUrl=q, MessageBody="x", MessageGroupId="g", MessageDeduplicationId="d")
+        raise AssertionError("a deduplication id was accepted on a standard queue")
+    except ClientError as e:
+        # The message names the parameter as SQS clients know it.
+        assert "MessageDeduplicationId" in e.response["Error"]["Message"], e.response
     assert error_code(sqs.send_message, QueueUrl=q, MessageBody="x", DelaySeconds=901)[0] == (
         "InvalidParameterValue"
     )

@@ -3,6 +3,7 @@
 //! here is naming (queue URLs and ARNs of the caller's account, attribute names) and shape.
 
 use super::attributes::{self, Names};
+use super::error::attribute_error;
 use super::{Operation, SqsError};
 use crate::aws::{AwsCaller, AwsError};
 use crate::state::AppState;
@@ -529,7 +530,11 @@ impl Ctx<'_> {
                 if !input.tags.is_empty() {
                     patch.tags = Some(input.tags);
                 }
-                let (view, _) = self.services.put_queue(&self.tenant, &name, patch).await?;
+                let (view, _) = self
+                    .services
+                    .put_queue(&self.tenant, &name, patch)
+                    .await
+                    .map_err(attribute_error)?;
                 let opaque: BTreeMap<_, _> = parsed
                     .opaque
                     .into_iter()
@@ -653,7 +658,8 @@ impl Ctx<'_> {
         let view = self
             .services
             .patch_queue(&self.tenant, &name, parsed.patch)
-            .await?;
+            .await
+            .map_err(attribute_error)?;
         if !parsed.opaque.is_empty() {
             self.services
                 .update_opaque_queue_attributes(&self.tenant, &name, view.created_at, parsed.opaque)

@@ -6,7 +6,10 @@
 use super::SqsError;
 use serde_json::{json, Value};
 use sluice_engine::{DeduplicationScope, RedriveAllowPolicy};
-use sluice_services::{QueueConfigPatch, QueueView, RedriveAllowPolicyInput, RedrivePolicyInput};
+use sluice_services::{
+    QueueConfigPatch, QueueView, RedriveAllowPolicyInput, RedrivePolicyInput,
+    MAX_OPAQUE_VALUE_BYTES,
+};
 use std::collections::BTreeMap;
 
 /// Attributes stored and echoed, never acted on.
@@ -109,6 +112,13 @@ pub fn parse(attributes: &BTreeMap<String, String>, names: &Names) -> Result<Par
     for (name, value) in attributes {
         let name = name.as_str();
         if OPAQUE.contains(&name) {
+            if value.len() > MAX_OPAQUE_VALUE_BYTES {
+                return Err(invalid_value(
+                    name,
+                    &value.chars().take(40).collect::<String>(),
+                    &format!("must be at most {MAX_OPAQUE_VALUE_BYTES} bytes"),
+                ));
+            }
             let value = (!value.is_empty()).then(|| value.clone());
             parsed.opaque.insert(name.to_owned(), value);
             continue;

@@ -194,12 +194,86 @@ impl From<crate::aws::query::QueryError> for SqsError {
     }
 }
 
+/// The SQS name of a field the services name in the REST API's terms
+/// (`visibility_timeout_seconds` → `VisibilityTimeout`, `entries[1].body` →
+/// `Entries.2.MessageBody`), so an SQS client reads the parameter it sent.
+pub fn aws_field(field: &str) -> String {
+    field
+        .split('.')
+        .map(|segment| {
+            if let Some(index) = segment
+                .strip_prefix("entries[")
+                .and_then(|rest| rest.strip_suffix(']'))
+                .and_then(|n| n.parse::<usize>().ok())
+            {
+                return format!("Entries.{}", index + 1);
+            }
+            let (name, index) = match segment.split_once('[') {
+                Some((name, rest)) => (name, Some(rest.trim_end_matches(']'))),
+                None => (segment, None),
+            };
+            let aws = match name {
+                "visibility_timeout_seconds" => "VisibilityTimeout",
+                "message_retention_seconds" => "MessageRetentionPeriod",
+                "delay_seconds" => "DelaySeconds",
+                "receive_wait_seconds" => "ReceiveMessageWaitTimeSeconds",
+                "max_message_bytes" => "MaximumMessageSize",
+                "redrive_policy" => "RedrivePolicy",
+                "dead_letter_queue" => "deadLetterTargetArn",
+                "max_receive_count" => "maxReceiveCount",
+                "redrive_allow_policy" => "RedriveAllowPolicy",
+                "source_queues" => "sourceQueueArns",
+                "permission" => "redrivePermission",
+                "content_based_deduplication" => "ContentBasedDeduplication",
+                "deduplication_scope" => "DeduplicationScope",
+                "tags" => "Tags",
+                "queue" => "QueueName",
+                "body" => "MessageBody",
+                "attributes" => "MessageAttributes",
+                "type" => "DataType",
+                "value" => "Value",
+                "group_id" => "MessageGroupId",
+                "deduplication_id" => "MessageDeduplicationId",
+                "max_messages" => "MaxNumberOfMessages",
+                "wait_seconds" => "WaitTimeSeconds",
+                "request_attempt_id" => "ReceiveRequestAttemptId",
+                "max_messages_per_second" => "MaxNumberOfMessagesPerSecond",
+                "destination" => "DestinationArn",
+                "next_token" => "NextToken",
+                "limit" => "MaxResults",
+                other => other,
+            };
+            match index {
+                Some(index) => format!("{aws}[{index}]"),
+                None => aws.to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// A services error met while applying queue attributes: a refused value is
+/// `InvalidAttributeValue` naming the attribute, as SQS answers `CreateQueue` and
+/// `SetQueueAttributes`.
+pub fn attribute_error(error: ServiceError) -> SqsError {
+    match error {
+        ServiceError::Validation { field, message } if field != "queue" => {
+            SqsError::InvalidAttributeValue(format!(
+                "Invalid value for the parameter {}. Reason: {message}",
+                aws_field(&field)
+            ))
+        }
+        other => other.into(),
+    }
+}
+
 impl From<ServiceError> for SqsError {
     fn from(error: ServiceError) -> Self {
         use ServiceError as S;
         match error {
             S::Validation { field, message } => Self::InvalidParameterValue(format!(
-                "Value for parameter {field} is invalid. Reason: {message}"
+                "Value for parameter {} is invalid. Reason: {message}",
+                aws_field(&field)
             )),
             S::QueueNotFound => Self::QueueDoesNotExist,
             S::PayloadTooLarge(m) => Self::InvalidParameterValue(format!(
@@ -223,6 +297,35 @@ impl From<ServiceError> for SqsError {
             | S::TopicNotFound
             | S::SubscriptionNotFound
             | S::AccessKeyNotFound) => Self::Common(AwsError::from(error)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_fields_are_named_as_sqs_names_them() {
+        for (rest, aws) in [
+            ("visibility_timeout_seconds", "VisibilityTimeout"),
+            (
+                "redrive_policy.max_receive_count",
+                "RedrivePolicy.maxReceiveCount",
+            ),
+            (
+                "redrive_allow_policy.source_queues[2]",
+                "RedriveAllowPolicy.sourceQueueArns[2]",
+            ),
+            ("entries[0].body", "Entries.1.MessageBody"),
+            (
+                "entries[3].attributes.color.type",
+                "Entries.4.MessageAttributes.color.DataType",
+            ),
+            ("group_id", "MessageGroupId"),
+            ("tags.k", "Tags.k"),
+        ] {
+            assert_eq!(aws_field(rest), aws, "{rest}");
         }
     }
 }
