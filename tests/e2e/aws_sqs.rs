@@ -762,6 +762,44 @@ async fn the_json_protocol_answers_aws_errors() {
             "AWS.SimpleQueueService.NonExistentQueue",
         );
 
+    // A batch longer than the largest message together.
+    let big = "x".repeat(600_000);
+    tenant
+        .json(
+            &server,
+            "SendMessageBatch",
+            &json!({"QueueUrl": url, "Entries": [
+                {"Id": "a", "MessageBody": big},
+                {"Id": "b", "MessageBody": big}
+            ]})
+            .to_string(),
+        )
+        .await
+        .assert_json_error(
+            400,
+            "com.amazonaws.sqs#BatchRequestTooLong",
+            "AWS.SimpleQueueService.BatchRequestTooLong",
+        );
+
+    // An unsigned JSON request is refused in JSON.
+    let unsigned = server
+        .client
+        .post(server.url("/"))
+        .header("content-type", JSON)
+        .header("x-amz-target", "AmazonSQS.ListQueues")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsigned.status(), 403);
+    assert_eq!(
+        unsigned
+            .headers()
+            .get("x-amzn-query-error")
+            .and_then(|v| v.to_str().ok()),
+        Some("MissingAuthenticationToken;Sender")
+    );
+
     // A bad signature answers in JSON too, as the client speaks JSON.
     let forged = Tenant {
         id: tenant.id.clone(),

@@ -246,7 +246,14 @@ fn is_form(request: &Request) -> bool {
 pub async fn entry(State(state): State<AppState>, request: Request) -> Response {
     let sigv4 = sigv4::is_sigv4(request.headers());
     let form = is_form(&request);
-    if !sigv4 && !form {
+    let sqs_target = request
+        .headers()
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with(sqs::TARGET_PREFIX));
+    // An SQS JSON request without a signature is still an AWS request: it is answered
+    // `MissingAuthenticationToken` below.
+    if !sigv4 && !form && !sqs_target {
         return ApiError::NoRoute(request.uri().path().to_owned()).into_response();
     }
     let (parts, body) = request.into_parts();
@@ -289,7 +296,7 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
         .iter()
         .find(|(k, _)| k == "Action")
         .map(|(_, v)| v.clone());
-    if !sigv4 && action.is_none() {
+    if !sigv4 && action.is_none() && sqs_json.is_none() {
         return ApiError::NoRoute(parts.uri.path().to_owned()).into_response();
     }
     let auth = match sigv4::parse_authorization(&parts.headers) {

@@ -409,6 +409,24 @@ fn message_attributes(
         .collect()
 }
 
+impl MessageInput {
+    /// The bytes of the body and the attributes' names, types and values, roughly as SQS
+    /// counts a batch's length (binary values in their base64 form).
+    fn size(&self) -> usize {
+        let attributes: usize = self
+            .message_attributes
+            .iter()
+            .map(|(name, value)| {
+                name.len()
+                    + value.data_type.as_deref().map_or(0, str::len)
+                    + value.string_value.as_deref().map_or(0, str::len)
+                    + value.binary_value.as_deref().map_or(0, str::len)
+            })
+            .sum();
+        self.message_body.as_deref().map_or(0, str::len) + attributes
+    }
+}
+
 fn send_request(message: MessageInput) -> Result<SendRequest, SqsError> {
     let body = required(&message.message_body, "MessageBody")?.to_owned();
     let delay_seconds = message
@@ -695,6 +713,14 @@ impl Ctx<'_> {
     async fn send_message_batch(&self, input: SendMessageBatchInput) -> Result<Value, SqsError> {
         let name = self.queue(&input.queue_url)?;
         let ids = check_batch(input.entries.iter().map(|e| e.id.as_deref()))?;
+        // SQS bounds a batch's bodies and attributes together by the largest message.
+        let total: usize = input.entries.iter().map(|e| e.message.size()).sum();
+        let limit = self.services.limits().max_message_bytes as usize;
+        if total > limit {
+            return Err(SqsError::BatchRequestTooLong(format!(
+                "Batch requests cannot be longer than {limit} bytes. You have sent {total} bytes."
+            )));
+        }
         let mut failed = Vec::new();
         let mut entries = Vec::new();
         for (id, entry) in ids.into_iter().zip(input.entries) {

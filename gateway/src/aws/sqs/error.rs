@@ -35,6 +35,8 @@ pub enum SqsError {
     TooManyEntriesInBatchRequest(usize),
     /// A batch entry id that is not 1–80 of `[A-Za-z0-9_-]`.
     InvalidBatchEntryId(String),
+    /// A batch whose messages together exceed the largest message.
+    BatchRequestTooLong(String),
     /// The queue is full or a tenant quota is reached.
     OverLimit(String),
     /// A message move task that does not exist.
@@ -145,6 +147,12 @@ impl SqsError {
                 bad,
                 "AWS.SimpleQueueService.InvalidBatchEntryId",
                 "InvalidBatchEntryId",
+                m.clone(),
+            ),
+            Self::BatchRequestTooLong(m) => modeled(
+                bad,
+                "AWS.SimpleQueueService.BatchRequestTooLong",
+                "BatchRequestTooLong",
                 m.clone(),
             ),
             Self::OverLimit(m) => {
