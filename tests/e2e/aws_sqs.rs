@@ -503,7 +503,20 @@ async fn the_query_protocol_serves_queues_and_messages_in_xml() {
         .await;
     assert_eq!(listed.elements("QueueUrl"), [url.as_str()]);
 
-    // An action without output answers no result element.
+    // An action with output answers its result element even when it is empty; one without
+    // output answers none.
+    let empty = tenant
+        .query(
+            &server,
+            "/",
+            &[("Action", "ListQueues"), ("QueueNamePrefix", "none-such")],
+        )
+        .await;
+    assert!(
+        empty.text.contains("<ListQueuesResult></ListQueuesResult>"),
+        "{}",
+        empty.text
+    );
     let purged = tenant
         .query(
             &server,

@@ -292,13 +292,15 @@ impl<'a> Entry<'a> {
 
 /// A Query-protocol XML answer being written: `<{Action}Response xmlns=…>`, then the result
 /// element `<{Action}Result>` holding what was written (left out when nothing was, as AWS
-/// does for actions without output), then `<ResponseMetadata><RequestId>`.
+/// does for actions without output, unless [`with_result`](Self::with_result) keeps it), then
+/// `<ResponseMetadata><RequestId>`.
 #[derive(Debug)]
 pub struct XmlAnswer {
     service: &'static str,
     action: String,
     body: String,
     open: Vec<String>,
+    keep_result: bool,
 }
 
 impl XmlAnswer {
@@ -309,7 +311,16 @@ impl XmlAnswer {
             action: action.to_owned(),
             body: String::new(),
             open: Vec::new(),
+            keep_result: false,
         }
+    }
+
+    /// Keeps the result element even when it is empty: AWS writes it for every action that
+    /// has an output (an empty `ListQueues`, a `ReceiveMessage` without messages), and Query
+    /// clients look for it.
+    pub fn with_result(mut self) -> Self {
+        self.keep_result = true;
+        self
     }
 
     /// `<name>text</name>`, the text escaped.
@@ -350,7 +361,7 @@ impl XmlAnswer {
             self.close();
         }
         let action = &self.action;
-        let result = if self.body.is_empty() {
+        let result = if self.body.is_empty() && !self.keep_result {
             String::new()
         } else {
             format!("<{action}Result>{}</{action}Result>", self.body)
@@ -534,6 +545,8 @@ mod tests {
         assert!(document.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ReceiveMessageResponse xmlns=\"http://queue.amazonaws.com/doc/2012-11-05/\"><ReceiveMessageResult><Message><Body>&lt;a href=&quot;x&quot;&gt;&amp;&apos;&lt;/a&gt;&#xD;\n</Body><Attribute><Name>SenderId</Name></Attribute></Message></ReceiveMessageResult><ResponseMetadata><RequestId>"), "{document}");
         assert!(document.ends_with("</RequestId></ResponseMetadata></ReceiveMessageResponse>"));
 
+        let kept = XmlAnswer::new("sqs", "ListQueues").with_result().document();
+        assert!(kept.contains("<ListQueuesResult></ListQueuesResult><ResponseMetadata>"));
         let empty = XmlAnswer::new("sns", "DeleteTopic").document();
         assert!(empty.contains(
             "<DeleteTopicResponse xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"><ResponseMetadata>"

@@ -203,6 +203,9 @@ pub fn answer(protocol: Protocol, operation: Operation, output: Value) -> Respon
         }
         Protocol::Query => {
             let mut answer = XmlAnswer::new("sqs", operation.name());
+            if operation.has_output() {
+                answer = answer.with_result();
+            }
             if let Value::Object(members) = &output {
                 write_members(&mut answer, operation, members);
             }

@@ -113,6 +113,26 @@ impl Operation {
     }
 }
 
+impl Operation {
+    /// Whether the action has an output (AWS then answers a result element even when it is
+    /// empty).
+    pub fn has_output(self) -> bool {
+        use Operation as O;
+        !matches!(
+            self,
+            O::SetQueueAttributes
+                | O::DeleteQueue
+                | O::PurgeQueue
+                | O::DeleteMessage
+                | O::ChangeMessageVisibility
+                | O::TagQueue
+                | O::UntagQueue
+                | O::AddPermission
+                | O::RemovePermission
+        )
+    }
+}
+
 /// Which protocol a request speaks, and so how it is decoded and answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
