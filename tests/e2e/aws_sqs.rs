@@ -135,10 +135,9 @@ async fn rest_receive(server: &Server, tenant: &str, queue: &str) -> Value {
     received
 }
 
-/// boto3 over every action (the script's checks), skipped with a note where boto3 is not
-/// installed, as `tests/run.sh` installs it.
-#[tokio::test]
-async fn boto3_drives_every_sqs_action() {
+/// Runs `aws_sqs_boto3.py` with `python` against a fresh server: every check of the script
+/// must pass. `None` when `python` or its boto3 is missing.
+async fn run_boto3_checks(python: String) -> Option<String> {
     let server = Server::start();
     let tenant = Tenant::create(&server, "boto-sqs", &ALL_QUEUE_SCOPES).await;
     let other = Tenant::create(&server, "boto-other", &ALL_QUEUE_SCOPES).await;
@@ -157,7 +156,7 @@ async fn boto3_drives_every_sqs_action() {
         let account = tenant.account.clone();
         move || {
             run_tool_with(
-                "python3",
+                &python,
                 &[script],
                 (&pair.0, &pair.1),
                 &[
@@ -169,16 +168,11 @@ async fn boto3_drives_every_sqs_action() {
         }
     })
     .await
-    .unwrap();
-    let Some(output) = output else {
-        eprintln!("skipped: python3 is not installed");
-        return;
-    };
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    .unwrap()?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() && stderr.contains("No module named 'boto3'") {
-        eprintln!("skipped: boto3 is not installed");
-        return;
+        return None;
     }
     println!("{stdout}");
     assert!(output.status.success(), "{stdout}\n{stderr}");
@@ -193,6 +187,38 @@ async fn boto3_drives_every_sqs_action() {
         )
         .await;
     assert_eq!(status, 200);
+    Some(stdout)
+}
+
+/// boto3 with a current botocore (AWS JSON 1.0) over every action (the script's checks),
+/// skipped with a note where boto3 is not installed, as `tests/run.sh` installs it.
+#[tokio::test]
+async fn boto3_drives_every_sqs_action() {
+    match run_boto3_checks("python3".into()).await {
+        Some(out) => assert!(out.contains("(json protocol)"), "{out}"),
+        None => eprintln!("skipped: python3 or boto3 is not installed"),
+    }
+}
+
+/// The same checks with a botocore older than 1.31, which speaks SQS's Query protocol (XML
+/// answers), as the SDKs and tools of before 2023 do. `tests/run.sh` installs it in its own
+/// virtual environment and names it in `SLUICE_TEST_AWS_QUERY_BIN`; without it the test is
+/// skipped with a note.
+#[tokio::test]
+async fn boto3_over_the_query_protocol_drives_every_sqs_action() {
+    let Some(dir) = std::env::var_os("SLUICE_TEST_AWS_QUERY_BIN") else {
+        eprintln!("skipped: SLUICE_TEST_AWS_QUERY_BIN is not set");
+        return;
+    };
+    let python = std::path::Path::new(&dir).join("python3");
+    assert!(
+        python.exists(),
+        "SLUICE_TEST_AWS_QUERY_BIN has no python3: {python:?}"
+    );
+    let out = run_boto3_checks(python.to_string_lossy().into_owned())
+        .await
+        .expect("the Query-protocol venv has boto3");
+    assert!(out.contains("(query protocol)"), "{out}");
 }
 
 /// The aws CLI, unchanged but for the endpoint URL.

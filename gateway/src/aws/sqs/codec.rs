@@ -164,10 +164,12 @@ fn query_members(
     Ok(members)
 }
 
+/// The top-level single values. An empty one counts as absent: that is how the Query protocol
+/// writes an empty list (`Entries=`), and an empty required value is missing all the same.
 fn params_scalars(params: &Params) -> impl Iterator<Item = (&str, &str)> {
     params
         .iter()
-        .filter(|(k, _)| !k.contains('.') && *k != "Action" && *k != "Version")
+        .filter(|(k, v)| !k.contains('.') && !v.is_empty() && *k != "Action" && *k != "Version")
 }
 
 fn string_map(pairs: Vec<(String, String)>) -> Value {
@@ -423,6 +425,16 @@ mod tests {
             receive,
             json!({"AttributeNames": ["All"], "MessageAttributeNames": ["foo.*", "bar"], "MaxNumberOfMessages": 10})
         );
+    }
+
+    #[test]
+    fn an_empty_query_list_reads_as_absent() {
+        let input = query_to_json(
+            &params(&[("QueueUrl", "u"), ("Entries", "")]),
+            Operation::SendMessageBatch,
+        )
+        .unwrap();
+        assert_eq!(input, json!({"QueueUrl": "u"}));
     }
 
     #[test]
