@@ -118,6 +118,20 @@ impl Services {
         }
     }
 
+    /// Removes the opaque attributes of a deleted queue. Best effort: a record left behind
+    /// (the store failed in between) names an older creation and is ignored, then replaced.
+    pub(crate) async fn forget_queue_extras(&self, tenant: &TenantId, queue: &QueueName) {
+        let key = record_key(tenant, queue);
+        let removed = match self.engine.get_record(KIND, &key).await {
+            Ok(Some(record)) => self.engine.delete_record(KIND, &key, record.version).await,
+            Ok(None) => Ok(true),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = removed {
+            tracing::warn!(%error, %tenant, %queue, "could not remove a deleted queue's stored attributes");
+        }
+    }
+
     /// The tenant's queues whose redrive policy names the queue `name` as their dead-letter
     /// queue, by name, up to `limit`. A missing queue is `QueueNotFound`.
     pub async fn dead_letter_source_queues(
