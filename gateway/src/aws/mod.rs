@@ -246,26 +246,21 @@ fn is_form(request: &Request) -> bool {
 pub async fn entry(State(state): State<AppState>, request: Request) -> Response {
     let sigv4 = sigv4::is_sigv4(request.headers());
     let form = is_form(&request);
-    let sqs_target = request
+    let target = request
         .headers()
         .get("x-amz-target")
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.starts_with(sqs::TARGET_PREFIX));
-    // An SQS JSON request without a signature is still an AWS request: it is answered
-    // `MissingAuthenticationToken` below.
-    if !sigv4 && !form && !sqs_target {
-        return ApiError::NoRoute(request.uri().path().to_owned()).into_response();
-    }
-    let (parts, body) = request.into_parts();
-    let target = parts
-        .headers
-        .get("x-amz-target")
-        .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    // The action of an SQS JSON request. Without a signature it is still an AWS request: it is
+    // answered `MissingAuthenticationToken` below.
     let sqs_json = target
         .as_deref()
         .and_then(|t| t.strip_prefix(sqs::TARGET_PREFIX))
         .map(str::to_owned);
+    if !sigv4 && !form && sqs_json.is_none() {
+        return ApiError::NoRoute(request.uri().path().to_owned()).into_response();
+    }
+    let (parts, body) = request.into_parts();
     // Errors before the service is known answer in the protocol the client speaks.
     let fail = |error: AwsError, service: &str| match &sqs_json {
         Some(_) => sqs::codec::error_response(sqs::Protocol::Json, &error.into()),
