@@ -42,6 +42,23 @@ if [ -x "$awstools/bin/aws" ]; then
   export SLUICE_TEST_AWS_BIN
 fi
 
+# An older boto3 whose botocore (< 1.31) speaks SQS's Query protocol (form requests, XML
+# answers), as SDKs and tools from before 2023 do, in a virtual environment of its own: the
+# SQS e2e test runs its boto3 checks with it from SLUICE_TEST_AWS_QUERY_BIN (and skips them
+# without it).
+awsquery=target/awstools-query
+if [ ! -x "$awsquery/bin/python3" ] || ! "$awsquery/bin/python3" -c 'import boto3' 2>/dev/null; then
+  { python3 -m venv "$awsquery" 2>/dev/null \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null \
+           && rm -rf "$awsquery" && python3 -m venv "$awsquery"; }; } \
+    && "$awsquery/bin/pip" install --quiet --disable-pip-version-check 'boto3==1.26.165' 'botocore==1.29.165' \
+    || echo "tests/run.sh: no Query-protocol boto3 venv; the e2e test skips those checks" >&2
+fi
+if "$awsquery/bin/python3" -c 'import boto3' 2>/dev/null; then
+  SLUICE_TEST_AWS_QUERY_BIN="$(pwd)/$awsquery/bin"
+  export SLUICE_TEST_AWS_QUERY_BIN
+fi
+
 # Backtraces make a failure in CI readable without a rerun.
 export RUST_BACKTRACE=1
 log=$(mktemp)

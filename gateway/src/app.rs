@@ -173,6 +173,11 @@ pub fn router(state: AppState) -> Router {
         // The AWS-compatible endpoint; requests that are not AWS ones answer as any unknown
         // route does.
         .route("/", post(crate::aws::entry).fallback(no_route))
+        // SQS clients may post to a queue URL, `/{account id}/{queue}`.
+        .route(
+            "/{account}/{queue}",
+            post(crate::aws::entry).fallback(no_route),
+        )
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(crate::metrics::render))
@@ -210,10 +215,18 @@ async fn bound_in_flight(
     request: Request,
     next: Next,
 ) -> Response {
-    // `/` is the AWS-compatible endpoint: bounded like `/v1` (SDKs retry a 503 whatever its
-    // body says).
+    // `/` and queue URLs (`/{12-digit account id}/{queue}`) are the AWS-compatible endpoint:
+    // bounded like `/v1` (SDKs retry a 503 whatever its body says).
     let path = request.uri().path();
-    if !(path.starts_with("/v1/") || path == "/") {
+    let queue_url = path
+        .strip_prefix('/')
+        .and_then(|rest| rest.split_once('/'))
+        .is_some_and(|(account, queue)| {
+            account.len() == 12
+                && account.bytes().all(|b| b.is_ascii_digit())
+                && !queue.contains('/')
+        });
+    if !(path.starts_with("/v1/") || path == "/" || queue_url) {
         return next.run(request).await;
     }
     match in_flight.try_acquire_owned() {

@@ -107,6 +107,10 @@ pub struct CommonArgs {
     /// `us-east-1`.
     #[arg(long, env = "SLUICE_AWS_REGION")]
     pub aws_region: Option<String>,
+    /// The base URL clients reach this server at, for the queue URLs of the AWS-compatible
+    /// endpoint (`{public_url}/{account id}/{queue}`). Default `http://{listen address}`.
+    #[arg(long, env = "SLUICE_PUBLIC_URL")]
+    pub public_url: Option<String>,
 }
 
 /// `sluice token`.
@@ -199,6 +203,8 @@ pub struct Settings {
     pub metrics_per_queue: bool,
     /// The region in ARNs.
     pub aws_region: String,
+    /// The base of queue URLs; `None`: `http://` and the bound address.
+    pub public_url: Option<String>,
 }
 
 const GENERATED_KEY_FILE: &str = "jwt-secret";
@@ -296,6 +302,20 @@ impl Settings {
                 "aws_region: must be 1-32 of a-z, 0-9 and '-' (like us-east-1), got {aws_region:?}"
             )));
         }
+        let public_url = args.public_url.clone().or(file.public_url);
+        if let Some(url) = &public_url {
+            if !(url.starts_with("http://") || url.starts_with("https://"))
+                || url
+                    .trim_end_matches('/')
+                    .split("://")
+                    .nth(1)
+                    .is_none_or(str::is_empty)
+            {
+                return Err(ConfigError(format!(
+                    "public_url: must be an http:// or https:// URL like https://sluice.example.com, got {url:?}"
+                )));
+            }
+        }
         Ok(Settings {
             store,
             listen,
@@ -310,6 +330,7 @@ impl Settings {
                 .or(file.metrics_per_queue)
                 .unwrap_or(true),
             aws_region,
+            public_url: public_url.map(|url| url.trim_end_matches('/').to_owned()),
         })
     }
 

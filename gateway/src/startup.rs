@@ -77,9 +77,17 @@ impl Application {
                     addr: settings.listen,
                     error,
                 })?;
+        let public_url = match &settings.public_url {
+            Some(url) => url.clone(),
+            None => format!(
+                "http://{}",
+                listener.local_addr().unwrap_or(settings.listen)
+            ),
+        };
         Ok(Self {
             listener,
             state: AppState {
+                public_url: Arc::new(public_url),
                 services,
                 auth: Arc::new(auth),
                 in_flight: Arc::new(tokio::sync::Semaphore::new(

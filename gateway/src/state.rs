@@ -13,4 +13,6 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     /// One permit per `/v1` request in progress, up to `max_in_flight_requests`.
     pub in_flight: Arc<tokio::sync::Semaphore>,
+    /// The base of the queue URLs the AWS endpoint answers (`--public-url`).
+    pub public_url: Arc<String>,
 }

@@ -51,6 +51,7 @@ pub(crate) fn account_of(tenant: &Value) -> String {
 pub(crate) struct AwsAnswer {
     pub(crate) status: u16,
     pub(crate) request_id: Option<String>,
+    pub(crate) headers: reqwest::header::HeaderMap,
     pub(crate) text: String,
 }
 
@@ -80,9 +81,33 @@ pub(crate) async fn signed_post(
     body: &str,
     time: SystemTime,
 ) -> AwsAnswer {
-    let url = server.url("/");
+    signed_request(
+        server,
+        (key_id, secret),
+        service,
+        "/",
+        &[("content-type", FORM)],
+        body,
+        time,
+    )
+    .await
+}
+
+/// `POST {path}` with `headers` and `body`, signed as an AWS SDK signs it (`aws-sigv4`) for
+/// `service` at `time`.
+pub(crate) async fn signed_request(
+    server: &Server,
+    (key_id, secret): (&str, &str),
+    service: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    time: SystemTime,
+) -> AwsAnswer {
+    let url = server.url(path);
     let host = server.base.trim_start_matches("http://").to_owned();
-    let headers = [("host", host.as_str()), ("content-type", FORM)];
+    let mut signed_headers = vec![("host", host.as_str())];
+    signed_headers.extend_from_slice(headers);
     let identity = Credentials::new(key_id, secret, None, None, "e2e").into();
     let params = v4::SigningParams::builder()
         .identity(&identity)
@@ -96,16 +121,15 @@ pub(crate) async fn signed_post(
     let signable = SignableRequest::new(
         "POST",
         url.clone(),
-        headers.iter().copied(),
+        signed_headers.iter().copied(),
         SignableBody::Bytes(body.as_bytes()),
     )
     .unwrap();
     let (instructions, _) = sign(signable, &params).unwrap().into_parts();
-    let mut request = server
-        .client
-        .post(&url)
-        .header("content-type", FORM)
-        .body(body.to_owned());
+    let mut request = server.client.post(&url).body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
     for (name, value) in instructions.headers() {
         request = request.header(name, value);
     }
@@ -120,9 +144,11 @@ async fn send(request: reqwest::RequestBuilder) -> AwsAnswer {
         .get("x-amzn-requestid")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let headers = response.headers().clone();
     AwsAnswer {
         status,
         request_id,
+        headers,
         text: response.text().await.unwrap(),
     }
 }
@@ -467,7 +493,7 @@ async fn get_caller_identity_answers_the_keys_account() {
         .unwrap()
         .starts_with("Signature expired"));
 
-    // Other actions and services are not served yet.
+    // Other actions and services are not served.
     signed_post(
         &server,
         (&id, &secret),
@@ -480,8 +506,8 @@ async fn get_caller_identity_answers_the_keys_account() {
     signed_post(
         &server,
         (&id, &secret),
-        "sqs",
-        "Action=ListQueues&Version=2012-11-05",
+        "dynamodb",
+        "Action=ListTables&Version=2012-08-10",
         now,
     )
     .await
@@ -548,6 +574,16 @@ pub(crate) fn run_tool(
     args: &[&str],
     (id, secret): (&str, &str),
 ) -> Option<std::process::Output> {
+    run_tool_with(program, args, (id, secret), &[])
+}
+
+/// [`run_tool`] with more environment variables.
+pub(crate) fn run_tool_with(
+    program: &str,
+    args: &[&str],
+    (id, secret): (&str, &str),
+    env: &[(&str, &str)],
+) -> Option<std::process::Output> {
     let path = match std::env::var_os("SLUICE_TEST_AWS_BIN") {
         Some(dir) => {
             let path = std::path::Path::new(&dir).join(program);
@@ -569,6 +605,7 @@ pub(crate) fn run_tool(
         .env_remove("AWS_PROFILE")
         .env("AWS_CONFIG_FILE", "/dev/null")
         .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .envs(env.iter().copied())
         .output()
         .ok()
 }

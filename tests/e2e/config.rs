@@ -42,6 +42,8 @@ fn invalid_settings_stop_start_up_naming_the_setting() {
     )
     .contains("jwt_public_key"));
     assert!(start_error(&["--jwt-public-key", "/nonexistent.pem"], &[]).contains("jwt_algorithm"));
+    assert!(start_error(&["--public-url", "queues.example.com"], &[]).contains("public_url"));
+    assert!(start_error(&[], &[("SLUICE_PUBLIC_URL", "https://")]).contains("public_url"));
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("sluice.toml");
     std::fs::write(&file, "listen = \"127.0.0.1:0\"\nlisen = \"typo\"\n").unwrap();

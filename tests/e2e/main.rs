@@ -4,6 +4,7 @@
 mod admin_and_auth;
 mod aws_identity;
 mod aws_sns;
+mod aws_sqs;
 mod bad_input;
 mod config;
 mod connections;

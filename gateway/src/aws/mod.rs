@@ -4,12 +4,15 @@
 //! the credential scope's service to one module per service, whose operations are an enum of
 //! AWS-named actions answered from one `match`.
 //!
-//! Served: STS `GetCallerIdentity` ([`sts`]) and SNS ([`sns`]); every other service and action
-//! answers `InvalidAction` in the Query protocol's XML error shape.
+//! The service is told apart by `X-Amz-Target` (`AmazonSQS.*`: SQS's JSON protocol), then by
+//! the credential scope's service: [`sqs`] (JSON 1.0 and Query), [`sns`] (Query), [`sts`]
+//! (`GetCallerIdentity`); every other service answers `InvalidAction` in the Query protocol's
+//! XML error shape. [`query`] holds what the Query-protocol services share.
 
 pub mod query;
 pub mod sigv4;
 pub mod sns;
+pub mod sqs;
 pub mod sts;
 
 use crate::error::{current_request_id, ApiError};
@@ -221,20 +224,38 @@ fn is_form(request: &Request) -> bool {
 pub async fn entry(State(state): State<AppState>, request: Request) -> Response {
     let sigv4 = sigv4::is_sigv4(request.headers());
     let form = is_form(&request);
-    if !sigv4 && !form {
+    let target = request
+        .headers()
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    // The action of an SQS JSON request. Without a signature it is still an AWS request: it is
+    // answered `MissingAuthenticationToken` below.
+    let sqs_json = target
+        .as_deref()
+        .and_then(|t| t.strip_prefix(sqs::TARGET_PREFIX))
+        .map(str::to_owned);
+    if !sigv4 && !form && sqs_json.is_none() {
         return ApiError::NoRoute(request.uri().path().to_owned()).into_response();
     }
     let (parts, body) = request.into_parts();
+    // Errors before the service is known answer in the protocol the client speaks.
+    let fail = |error: AwsError, service: &str| match &sqs_json {
+        Some(_) => sqs::codec::error_response(sqs::Protocol::Json, &error.into()),
+        None => error.query_response(service),
+    };
     let body = match axum::body::to_bytes(Body::new(body), MAX_BODY_BYTES).await {
         Ok(body) => body,
         Err(_) if !sigv4 => {
             return ApiError::BodyTooLarge(MAX_BODY_BYTES).into_response();
         }
         Err(_) => {
-            return AwsError::InvalidAction(format!(
-                "the request body is larger than {MAX_BODY_BYTES} bytes or did not arrive"
-            ))
-            .query_response("sts")
+            return fail(
+                AwsError::InvalidAction(format!(
+                    "the request body is larger than {MAX_BODY_BYTES} bytes or did not arrive"
+                )),
+                "sts",
+            )
         }
     };
     let mut params: Vec<(String, String)> =
@@ -248,12 +269,12 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
         .iter()
         .find(|(k, _)| k == "Action")
         .map(|(_, v)| v.clone());
-    if !sigv4 && action.is_none() {
+    if !sigv4 && action.is_none() && sqs_json.is_none() {
         return ApiError::NoRoute(parts.uri.path().to_owned()).into_response();
     }
     let auth = match sigv4::parse_authorization(&parts.headers) {
         Ok(auth) => auth,
-        Err(error) => return error.query_response("sts"),
+        Err(error) => return fail(error, "sts"),
     };
     let service = auth.service.clone();
     let caller = match authenticate(
@@ -264,24 +285,42 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
     .await
     {
         Ok(caller) => caller,
-        Err(error) => return error.query_response(&service),
+        Err(error) => return fail(error, &service),
     };
     let version = params
         .iter()
         .find(|(k, _)| k == "Version")
-        .map(|(_, v)| v.as_str());
-    let target = parts
-        .headers
-        .get("x-amz-target")
-        .and_then(|v| v.to_str().ok());
+        .map(|(_, v)| v.clone());
+    if let Some(sqs_action) = sqs_json {
+        let call = sqs::Call {
+            protocol: sqs::Protocol::Json,
+            action: Some(sqs_action),
+            version,
+            body,
+            params: query::Params::default(),
+            path: parts.uri.path().to_owned(),
+        };
+        return sqs::handle(&state, &caller, call).await;
+    }
     match (service.as_str(), action) {
-        ("sts", Some(action)) => sts::handle(&caller, &action, version),
+        ("sqs", action) => {
+            let call = sqs::Call {
+                protocol: sqs::Protocol::Query,
+                action,
+                version,
+                body: axum::body::Bytes::new(),
+                params: query::Params::new(params),
+                path: parts.uri.path().to_owned(),
+            };
+            sqs::handle(&state, &caller, call).await
+        }
+        ("sts", Some(action)) => sts::handle(&caller, &action, version.as_deref()),
         ("sts", None) => AwsError::MissingAction.query_response(&service),
         ("sns", _) => sns::handle(&state, &caller, &params).await,
         (_, action) => AwsError::InvalidAction(format!(
             "Could not find operation {} for version {}: the {service} service is not served yet",
-            action.as_deref().or(target).unwrap_or("(none)"),
-            version.unwrap_or("(none)")
+            action.as_deref().or(target.as_deref()).unwrap_or("(none)"),
+            version.as_deref().unwrap_or("(none)")
         ))
         .query_response(&service),
     }

@@ -68,6 +68,11 @@ impl Params {
         self.values.get(key).map(String::as_str)
     }
 
+    /// Every parameter, by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// The value of `key`, which must be given and not empty.
     pub fn required(&self, key: &str) -> Result<&str, QueryError> {
         match self.get(key) {
@@ -269,6 +274,16 @@ impl<'a> Entry<'a> {
         &self.name
     }
 
+    /// The entry's fields as parameters of their own, for structures nested in it
+    /// (`SendMessageBatchRequestEntry.1.MessageAttribute.1.Name`).
+    pub fn params(&self) -> Params {
+        Params::new(
+            self.fields
+                .iter()
+                .map(|(k, v)| (k.clone(), (*v).to_owned())),
+        )
+    }
+
     /// The names of the fields given, for refusing unknown ones.
     pub fn fields(&self) -> impl Iterator<Item = &str> {
         self.fields.keys().map(String::as_str)
@@ -277,14 +292,15 @@ impl<'a> Entry<'a> {
 
 /// A Query-protocol XML answer being written: `<{Action}Response xmlns=…>`, then the result
 /// element `<{Action}Result>` holding what was written (left out when nothing was, as AWS
-/// does for actions without output), then `<ResponseMetadata><RequestId>`.
+/// does for actions without output, unless [`with_result`](Self::with_result) keeps it), then
+/// `<ResponseMetadata><RequestId>`.
 #[derive(Debug)]
 pub struct XmlAnswer {
     service: &'static str,
     action: String,
     body: String,
     open: Vec<String>,
-    empty_result: bool,
+    keep_result: bool,
 }
 
 impl XmlAnswer {
@@ -295,14 +311,15 @@ impl XmlAnswer {
             action: action.to_owned(),
             body: String::new(),
             open: Vec::new(),
-            empty_result: false,
+            keep_result: false,
         }
     }
 
-    /// Writes the result element even when it stays empty, for actions whose output is an
-    /// empty structure (SNS's `TagResource`): SDKs look for `<{Action}Result>` there.
-    pub fn empty_result(&mut self) -> &mut Self {
-        self.empty_result = true;
+    /// Keeps the result element even when it is empty: AWS writes it for every action that
+    /// has an output (an empty `ListQueues`, a `ReceiveMessage` without messages), and Query
+    /// clients look for it.
+    pub fn with_result(mut self) -> Self {
+        self.keep_result = true;
         self
     }
 
@@ -344,7 +361,7 @@ impl XmlAnswer {
             self.close();
         }
         let action = &self.action;
-        let result = if self.body.is_empty() && !self.empty_result {
+        let result = if self.body.is_empty() && !self.keep_result {
             String::new()
         } else {
             format!("<{action}Result>{}</{action}Result>", self.body)
@@ -554,6 +571,8 @@ mod tests {
         assert!(document.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ReceiveMessageResponse xmlns=\"http://queue.amazonaws.com/doc/2012-11-05/\"><ReceiveMessageResult><Message><Body>&lt;a href=&quot;x&quot;&gt;&amp;&apos;&lt;/a&gt;&#xD;\n</Body><Attribute><Name>SenderId</Name></Attribute></Message></ReceiveMessageResult><ResponseMetadata><RequestId>"), "{document}");
         assert!(document.ends_with("</RequestId></ResponseMetadata></ReceiveMessageResponse>"));
 
+        let kept = XmlAnswer::new("sqs", "ListQueues").with_result().document();
+        assert!(kept.contains("<ListQueuesResult></ListQueuesResult><ResponseMetadata>"));
         let empty = XmlAnswer::new("sns", "DeleteTopic").document();
         assert!(empty.contains(
             "<DeleteTopicResponse xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"><ResponseMetadata>"

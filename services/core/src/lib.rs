@@ -13,6 +13,7 @@ mod error;
 mod md5;
 mod messages;
 mod metrics;
+mod queue_extras;
 mod queues;
 mod redrive;
 mod stored_bytes;
@@ -28,6 +29,7 @@ pub use messages::{
     BatchFailure, BatchOutcome, ChangeVisibilityEntry, DeleteEntry, MessageView, ReceiveRequest,
     SendEntry, SendRequest, SendResult,
 };
+pub use queue_extras::{MAX_OPAQUE_ATTRIBUTES, MAX_OPAQUE_VALUE_BYTES};
 pub use queues::{
     QueueConfigPatch, QueuePage, QueueView, RedriveAllowPolicyInput, RedrivePolicyInput,
     RetryBackoffInput,

@@ -276,7 +276,7 @@ impl Services {
     }
 
     /// The tenant's queues whose redrive policy names `dlq`, up to `limit` of them.
-    async fn dead_letter_sources(
+    pub(crate) async fn dead_letter_sources(
         &self,
         dlq: &QueueKey,
         limit: usize,
@@ -512,6 +512,7 @@ impl Services {
             )));
         }
         if self.engine.delete_queue(&key).await? {
+            self.forget_queue_extras(&key.tenant, &key.name).await;
             // After the queue is gone: a subscription left behind by a crash in between only
             // counts failed deliveries, and the next deletion of the name removes it.
             self.unsubscribe_queue(&key).await

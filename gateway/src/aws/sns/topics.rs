@@ -312,9 +312,7 @@ pub async fn tag_resource(
         .change_topic(cx.tenant, name, change)
         .await
         .map_err(SnsError::of_tagging)?;
-    let mut answer = XmlAnswer::new("sns", action);
-    answer.empty_result();
-    Ok(answer)
+    Ok(XmlAnswer::new("sns", action).with_result())
 }
 
 /// `UntagResource`.
@@ -337,9 +335,7 @@ pub async fn untag_resource(
         .change_topic(cx.tenant, name, change)
         .await
         .map_err(SnsError::of_tagging)?;
-    let mut answer = XmlAnswer::new("sns", action);
-    answer.empty_result();
-    Ok(answer)
+    Ok(XmlAnswer::new("sns", action).with_result())
 }
 
 /// `ListTagsForResource`.
