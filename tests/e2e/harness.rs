@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub(crate) const SECRET: &str = "e2e-test-secret-that-is-long-enough-0123456789";
 pub(crate) const ALL_TENANT_SCOPES: &str =
@@ -289,6 +289,40 @@ impl Server {
 
     /// Creates the queue `dlq` and the queue `work`, whose messages move to `dlq` on the
     /// receive after their first (no visibility timeout, so every receive redelivers).
+    /// How many messages `queue` stores (visible, in flight and delayed).
+    pub(crate) async fn message_count(&self, queue: &str, token: &str) -> u64 {
+        let (status, answer) = self
+            .call(Method::GET, &format!("/v1/queues/{queue}"), token, None)
+            .await;
+        assert_eq!(status, 200, "{answer}");
+        let stats = &answer["stats"];
+        ["visible", "in_flight", "delayed"]
+            .iter()
+            .map(|state| stats[*state].as_u64().unwrap_or(0))
+            .sum()
+    }
+
+    /// Waits (at most 30 s) until `queues` hold `total` messages together: moves between
+    /// queues that a killed or busy gateway left half-done are finished by transfer recovery,
+    /// after its grace period, so counting right after a task ends can catch them on the way.
+    pub(crate) async fn await_settled(&self, queues: &[&str], total: u64, token: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut held = 0;
+            for queue in queues {
+                held += self.message_count(queue, token).await;
+            }
+            if held == total {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{queues:?} hold {held} messages, not {total}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub(crate) async fn dead_lettering_queues(&self, token: &str) {
         assert_eq!(
             self.call(Method::PUT, "/v1/queues/dlq", token, None)

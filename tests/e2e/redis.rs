@@ -335,6 +335,8 @@ async fn fill_dead_letters(server: &Server, token: &str, count: usize) {
             .call(Method::GET, "/v1/queues/work", token, None)
             .await;
         if work["stats"]["visible"] == 0 && work["stats"]["in_flight"] == 0 {
+            // The last moves may still be on their way into the DLQ.
+            server.await_settled(&["dlq"], count as u64, token).await;
             return;
         }
         assert!(Instant::now() < deadline, "never all dead-lettered: {work}");

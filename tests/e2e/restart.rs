@@ -380,6 +380,7 @@ pub(crate) async fn redrive_task_survives_kills(dir: &std::path::Path, args: &[&
     assert_eq!(finished["status"], "completed", "{finished}");
     // A kill between a round's moves and its progress write loses only the count.
     assert!(finished["moved"].as_u64().unwrap() <= 1500, "{finished}");
+    server.await_settled(&["back", "dlq"], 1500, &t).await;
     let back = drain(&server, "back", &t).await;
     let left = drain(&server, "dlq", &t).await;
     assert!(left.is_empty(), "{} left in the DLQ", left.len());

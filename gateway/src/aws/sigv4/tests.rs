@@ -7,7 +7,8 @@ use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4;
 use axum::http::{HeaderName, HeaderValue};
-use rand::Rng;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const REGION: &str = "us-east-1";
@@ -165,7 +166,8 @@ fn random_request(rng: &mut impl Rng) -> (String, String, Vec<(String, String)>,
 
 #[test]
 fn requests_signed_by_the_aws_sdk_verify_and_tampered_ones_do_not() {
-    let mut rng = rand::thread_rng();
+    // Seeded, so that a failure reproduces.
+    let mut rng = StdRng::seed_from_u64(0x5160_7e57);
     let now = SystemTime::now();
     for round in 0..300 {
         let (method, path, headers, body) = random_request(&mut rng);
@@ -230,10 +232,12 @@ fn requests_signed_by_the_aws_sdk_verify_and_tampered_ones_do_not() {
         }
 
         let mut tampered = signed_clone(&signed);
-        let moved = format!(
-            "/moved{}",
-            signed.uri.path_and_query().map_or("/", |p| p.as_str())
-        );
+        // A segment added at the end: one added in front could be undone by the path's own
+        // dot segments ("/moved/.." normalises to "/" as "/.." does).
+        let path = signed.uri.path();
+        let separator = if path.ends_with('/') { "" } else { "/" };
+        let query = signed.uri.query().map_or(String::new(), |q| format!("?{q}"));
+        let moved = format!("{path}{separator}moved{query}");
         tampered.uri = moved.parse().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             tampered.verify(&secret, ms(now)),
