@@ -17,6 +17,7 @@ mod queues;
 mod redrive;
 mod tenants;
 mod topics;
+mod usage;
 mod validate;
 
 pub use access_keys::{validate_access_key_id, validate_secret, AccessKey, MAX_ACCESS_KEYS};
@@ -39,6 +40,7 @@ pub use topics::{
     SubscriptionPatch, SubscriptionView, TopicConfig, TopicConfigInput, TopicPage, TopicView,
     MAX_SUBSCRIPTIONS,
 };
+pub use usage::TenantUsage;
 pub use validate::{validate_batch_ids, MAX_BATCH_ENTRIES};
 
 use sluice_engine::{Clock, Engine, LocalRateLimiter, RateLimiter};

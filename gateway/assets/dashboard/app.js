@@ -1,0 +1,1 @@
+// Sluice dashboard: charts (uPlot) over the server-kept history, when a page has a chart.
