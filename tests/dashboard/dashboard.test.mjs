@@ -349,7 +349,7 @@ test("topics: subscribe with a policy, test messages against it, unsubscribe", a
   // The page reloads with the new subscription.
   await page.locator("table.subscriptions tbody tr", { hasText: "red-events" }).waitFor();
   assert.equal(await page.locator("table.subscriptions tbody tr").count(), 2);
-  assert.match(await page.locator("pre.policy").first().textContent(), /<script>/);
+  assert.match(await page.locator("code.policy").first().textContent(), /<script>/);
   const subs = (await api("GET", "/v1/topics/events/subscriptions", tenantToken)).body.subscriptions;
   const red = subs.find((s) => s.queue === "red-events");
   assert.deepEqual(red.filter_policy, { color: ["red", XSS] });

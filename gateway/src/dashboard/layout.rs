@@ -144,11 +144,6 @@ pub(super) fn age(seconds: Option<u64>) -> String {
     }
 }
 
-/// JSON pretty-printed for display (escaped by maud when interpolated).
-pub(super) fn pretty(value: &serde_json::Value) -> String {
-    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

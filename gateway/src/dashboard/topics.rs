@@ -4,7 +4,7 @@
 //! subscription does not match.
 
 use super::fields::Fields;
-use super::layout::{self, count, csrf_field, notice, outcome, pretty, Section};
+use super::layout::{self, count, csrf_field, notice, outcome, Section};
 use super::{Answer, DashError, DashState, Session};
 use crate::auth::Scope;
 use crate::dto::{Attribute, FilterPolicyScope, PageQuery, SubscribeInput, Subscription};
@@ -114,7 +114,7 @@ fn subscriptions_table(session: &Session, subscriptions: &[Subscription]) -> Mar
                                         @match &s.filter_policy {
                                             Some(policy) => {
                                                 small { "on " (scope_name(s.filter_policy_scope)) }
-                                                pre.policy { (pretty(policy)) }
+                                                code.policy { (policy) }
                                             }
                                             None => "every message",
                                         }
