@@ -215,6 +215,27 @@ test("counts update live and peek shows each state", async () => {
   await context.close();
 });
 
+test("a queue page charts the counts history the server keeps", async () => {
+  const { context, page } = await signIn(tenantToken);
+  await page.goto(base + "/dashboard/queues/orders");
+  // The page view recorded a point: the chart draws it.
+  await page.locator("#chart canvas").first().waitFor();
+  const history = await page.evaluate(async () =>
+    (await fetch("/dashboard/queues/orders/history?span=hour")).json());
+  const stats = await queueStats("orders");
+  assert.ok(history.t.length >= 1);
+  assert.equal(history.visible.at(-1), stats.visible, JSON.stringify({ history, stats }));
+  await page.getByRole("button", { name: "Last day" }).click();
+  await page.waitForFunction(() =>
+    document.querySelector('button[data-span="day"]').getAttribute("aria-pressed") === "true");
+  await page.locator("#chart .u-title", { hasText: "Last day" }).waitFor();
+  const bad = await page.evaluate(async () =>
+    (await fetch("/dashboard/queues/orders/history?span=week")).status);
+  assert.equal(bad, 400);
+  assert.deepEqual(page.cspErrors, []);
+  await context.close();
+});
+
 test("settings are saved, and a bad value is refused naming its field", async () => {
   const { context, page } = await signIn(tenantToken);
   await page.goto(base + "/dashboard/queues/audit");
@@ -298,7 +319,9 @@ test("dead letters show their reasons; a redrive runs with live progress to comp
     if (status === "completed") break;
     await page.waitForTimeout(200);
   }
-  assert.equal(await task.locator(".status").textContent(), "completed", [...seen].join(" "));
+  const tasks = (await api("GET", "/v1/redrive-tasks?queue=jobs-dlq", tenantToken)).body.tasks;
+  assert.equal(await task.locator(".status").textContent(), "completed",
+    `seen ${[...seen].join(" ")}; the API says ${JSON.stringify(tasks.at(-1))}`);
   assert.equal(await task.locator(".moved").textContent(), "6");
   assert.ok(
     [...seen].some((s) => s.startsWith("running:") && s !== "running:0" && s !== "running:6"),

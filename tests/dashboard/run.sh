@@ -34,7 +34,9 @@ if [ "${1:-}" = "--screenshots" ]; then
 fi
 
 set +e
-(cd "$tools" && node --test --test-reporter=tap --test-concurrency=1 dashboard.test.mjs) | tee "$tools/tap.txt"
+# DASHBOARD_TESTS=<regex> runs only the tests whose names match.
+(cd "$tools" && node --test --test-reporter=tap --test-concurrency=1 \
+  ${DASHBOARD_TESTS:+--test-name-pattern="$DASHBOARD_TESTS"} dashboard.test.mjs) | tee "$tools/tap.txt"
 status=${PIPESTATUS[0]}
 set -e
 passed=$(sed -n 's/^# pass //p' "$tools/tap.txt")

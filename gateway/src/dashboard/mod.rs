@@ -8,6 +8,7 @@
 mod admin;
 mod assets;
 mod fields;
+mod history;
 mod layout;
 mod overview;
 mod queue;
@@ -34,6 +35,7 @@ use session::CsrfKey;
 pub struct DashState {
     app: AppState,
     csrf: CsrfKey,
+    history: std::sync::Arc<history::History>,
 }
 
 /// The largest form the dashboard reads: a message body at the server's largest size, with
@@ -47,7 +49,11 @@ pub fn router(app: AppState) -> Router {
 
 /// [`router`] with a given CSRF key.
 pub fn router_with_key(app: AppState, csrf: CsrfKey) -> Router {
-    let state = DashState { app, csrf };
+    let state = DashState {
+        app,
+        csrf,
+        history: Default::default(),
+    };
     Router::new()
         .route("/dashboard", get(home))
         .route("/dashboard/", get(home))
@@ -57,6 +63,7 @@ pub fn router_with_key(app: AppState, csrf: CsrfKey) -> Router {
         .route("/dashboard/queues", get(overview::page))
         .route("/dashboard/queues/{queue}", get(queue::page))
         .route("/dashboard/queues/{queue}/live", get(queue::live))
+        .route("/dashboard/queues/{queue}/history", get(queue::history))
         .route("/dashboard/queues/{queue}/dead-letters", get(redrive::page))
         .route("/dashboard/queues/{queue}/send", post(queue::send))
         .route("/dashboard/queues/{queue}/purge", post(queue::purge))

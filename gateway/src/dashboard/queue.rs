@@ -4,6 +4,7 @@
 //! handler of the same operation.
 
 use super::fields::Fields;
+use super::history::{Columns, Point, Span};
 use super::layout::{self, age, count, csrf_field, notice, outcome, Section};
 use super::{Answer, DashError, DashState, Session};
 use crate::dto::{
@@ -201,6 +202,13 @@ pub(super) async fn page(
     Query(query): Query<QueueQuery>,
 ) -> Answer {
     let queue = read_queue(&session, &state, &name).await?;
+    if let Some(tenant) = &session.tenant {
+        let now = state.app.services.clock().now();
+        state
+            .history
+            .viewed(tenant, &queue.name, Point::of(&queue, now));
+        state.history.start(&state.app.services);
+    }
     let peek_state = parse_state(query.state.as_deref())?;
     let limit = query.limit.unwrap_or(20);
     let peeked = peek(&session, &state, &name, peek_state, limit).await;
@@ -222,7 +230,13 @@ pub(super) async fn page(
             div #stats hx-ext="sse" sse-connect={ "/dashboard/queues/" (queue.name) "/live" } sse-swap="stats" aria-live="polite" {
                 (stats_table(&queue))
             }
-            div.chart #chart data-queue=(queue.name) {}
+            div.charts {
+                div.chart-controls role="group" aria-label="Chart period" {
+                    button.small type="button" data-span="hour" aria-pressed="true" { "Last hour" }
+                    button.small type="button" data-span="day" aria-pressed="false" { "Last day" }
+                }
+                div.chart #chart data-queue=(queue.name) aria-label="Counts and age of the oldest message over time" {}
+            }
         }
         section aria-labelledby="config-h" {
             h2 #config-h { "Configuration" }
@@ -446,7 +460,13 @@ pub(super) async fn live(
             }
             let (session, state, name) = &*context;
             let markup = match read_queue(session, state, name).await {
-                Ok(queue) => stats_table(&queue),
+                Ok(queue) => {
+                    if let Some(tenant) = &session.tenant {
+                        let now = state.app.services.clock().now();
+                        state.history.record(tenant, name, Point::of(&queue, now));
+                    }
+                    stats_table(&queue)
+                }
                 Err(DashError::Api(error)) => {
                     html! { div.alert.error role="alert" { (error.public_message()) } }
                 }
@@ -459,4 +479,35 @@ pub(super) async fn live(
         }
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// The history's query string.
+#[derive(Deserialize)]
+pub(super) struct HistoryQuery {
+    /// `hour` (default) or `day`.
+    span: Option<String>,
+}
+
+/// `GET /dashboard/queues/{queue}/history?span=hour|day`: the recorded counts, as columns
+/// for the page's chart. Authorised as the queue's own read is.
+pub(super) async fn history(
+    session: Session,
+    State(state): State<DashState>,
+    Path(name): Path<String>,
+    Query(query): Query<HistoryQuery>,
+) -> Result<axum::Json<Columns>, DashError> {
+    let span = match query.span.as_deref().unwrap_or("hour") {
+        "hour" => Span::Hour,
+        "day" => Span::Day,
+        other => {
+            return Err(ServiceError::invalid(
+                "span",
+                format!("must be hour or day, got {other:?}"),
+            )
+            .into())
+        }
+    };
+    let queue = read_queue(&session, &state, &name).await?;
+    let tenant = session.tenant.as_deref().unwrap_or_default();
+    Ok(axum::Json(state.history.columns(tenant, &queue.name, span)))
 }
