@@ -10,7 +10,7 @@ use crate::dto::{CreateTenant, MintToken, PageQuery, QuotasBody};
 use crate::extract::{Json, PathParams, Query as ApiQuery};
 use crate::routes::admin;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use maud::html;
 use serde::Deserialize;
 use std::marker::PhantomData;
@@ -150,7 +150,6 @@ pub(super) async fn page(
 pub(super) async fn create_tenant(
     session: Session,
     State(state): State<DashState>,
-    headers: HeaderMap,
     form: Fields,
 ) -> Answer {
     let body = CreateTenant {
@@ -169,7 +168,6 @@ pub(super) async fn create_tenant(
     )
     .await?;
     let mut response = outcome(
-        &headers,
         StatusCode::CREATED,
         notice(html! { "Created tenant " code { (tenant.0.id) } "." }),
     );
@@ -181,12 +179,7 @@ pub(super) async fn create_tenant(
 
 /// `POST /dashboard/admin/tokens`: a token for the form's tenant, as
 /// `POST /v1/admin/tenants/{id}/tokens` mints it.
-pub(super) async fn mint(
-    session: Session,
-    State(state): State<DashState>,
-    headers: HeaderMap,
-    form: Fields,
-) -> Answer {
+pub(super) async fn mint(session: Session, State(state): State<DashState>, form: Fields) -> Answer {
     let scopes = TENANT_SCOPES
         .iter()
         .filter(|s| form.checked(&format!("scope.{}", s.as_str())))
@@ -207,7 +200,6 @@ pub(super) async fn mint(
     )
     .await?;
     Ok(outcome(
-        &headers,
         status,
         html! {
             div.alert.ok role="status" {

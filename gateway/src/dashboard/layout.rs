@@ -5,7 +5,7 @@
 use super::assets;
 use super::session::CSRF_FIELD;
 use super::Session;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use maud::{html, Markup, DOCTYPE};
 
@@ -91,18 +91,21 @@ pub(super) fn shell(title: &str, nav: Option<Markup>, body: Markup) -> Markup {
 /// An error answer: a short page whose body htmx swaps into an action's result area, or a
 /// page of its own on a navigation.
 pub(super) fn error_page(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = html! {
+    let alert = html! {
         div.alert.error role="alert" {
             strong { (code) } ": " (message)
         }
-        p { a href="/dashboard" { "Back to the dashboard" } }
     };
+    if super::is_htmx() {
+        return (status, Html(alert.into_string())).into_response();
+    }
+    let body = html! { (alert) p { a href="/dashboard" { "Back to the dashboard" } } };
     (status, Html(shell("Error", None, body).into_string())).into_response()
 }
 
 /// An action's answer: a fragment for htmx, or the same in a page of its own.
-pub(super) fn outcome(headers: &HeaderMap, status: StatusCode, fragment: Markup) -> Response {
-    if super::is_htmx(headers) {
+pub(super) fn outcome(status: StatusCode, fragment: Markup) -> Response {
+    if super::is_htmx() {
         (status, Html(fragment.into_string())).into_response()
     } else {
         let body = html! { (fragment) p { a href="/dashboard" { "Back to the dashboard" } } };

@@ -151,7 +151,8 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 /// Adds the security headers to every dashboard answer, and keeps pages (which hold queue
 /// contents) out of caches; assets set their own caching.
 async fn security_headers(request: Request, next: Next) -> Response {
-    let mut response = next.run(request).await;
+    let htmx = request.headers().contains_key("hx-request");
+    let mut response = HTMX.scope(htmx, next.run(request)).await;
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
@@ -224,9 +225,15 @@ impl FromRequestParts<DashState> for Session {
     }
 }
 
-/// Whether a request was made by htmx (answers are fragments then).
-fn is_htmx(parts: &axum::http::HeaderMap) -> bool {
-    parts.contains_key("hx-request")
+tokio::task_local! {
+    /// Whether the request being served was made by htmx: its answers, errors included, are
+    /// fragments for the element that asked. Set by [`security_headers`].
+    static HTMX: bool;
+}
+
+/// Whether the request being served was made by htmx.
+fn is_htmx() -> bool {
+    HTMX.try_with(|htmx| *htmx).unwrap_or(false)
 }
 
 /// What a dashboard request can fail with.
@@ -252,14 +259,13 @@ impl From<sluice_services::ServiceError> for DashError {
 impl IntoResponse for DashError {
     fn into_response(self) -> Response {
         match self {
-            DashError::SignIn => {
-                // htmx follows `HX-Redirect`; a plain navigation follows the 303.
-                let mut response = Redirect::to("/dashboard/login").into_response();
-                response
-                    .headers_mut()
-                    .insert("hx-redirect", HeaderValue::from_static("/dashboard/login"));
-                response
-            }
+            // htmx cannot see a redirect its request followed: it gets a 401 naming where to go.
+            DashError::SignIn if is_htmx() => (
+                StatusCode::UNAUTHORIZED,
+                [("hx-redirect", HeaderValue::from_static("/dashboard/login"))],
+            )
+                .into_response(),
+            DashError::SignIn => Redirect::to("/dashboard/login").into_response(),
             DashError::Csrf(why) => layout::error_page(
                 StatusCode::FORBIDDEN,
                 "Forbidden",

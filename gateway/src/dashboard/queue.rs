@@ -13,7 +13,7 @@ use crate::dto::{
 use crate::extract::{Json, PathParams, Query as ApiQuery};
 use crate::routes::{messages, queues};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::{self, Stream};
 use maud::{html, Markup};
@@ -338,7 +338,6 @@ pub(super) async fn send(
     session: Session,
     State(state): State<DashState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
     form: Fields,
 ) -> Answer {
     let message = SendMessage {
@@ -362,7 +361,6 @@ pub(super) async fn send(
         ""
     };
     Ok(outcome(
-        &headers,
         status,
         notice(html! { "Sent message " code.sent-id { (sent.0.message_id) } (duplicate) "." }),
     ))
@@ -373,7 +371,6 @@ pub(super) async fn purge(
     session: Session,
     State(state): State<DashState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
     form: Fields,
 ) -> Answer {
     if form.text("confirm") != name {
@@ -390,7 +387,6 @@ pub(super) async fn purge(
     )
     .await?;
     Ok(outcome(
-        &headers,
         StatusCode::OK,
         notice(html! { "Purged " code { (name) } ": it holds no message." }),
     ))
@@ -401,7 +397,6 @@ pub(super) async fn settings(
     session: Session,
     State(state): State<DashState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
     form: Fields,
 ) -> Answer {
     let redrive_policy = match form.optional("dead_letter_queue") {
@@ -432,7 +427,6 @@ pub(super) async fn settings(
     .await?
     .0;
     Ok(outcome(
-        &headers,
         StatusCode::OK,
         notice(html! { "Saved the settings of " code { (updated.name) } "." }),
     ))

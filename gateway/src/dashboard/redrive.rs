@@ -11,7 +11,7 @@ use crate::dto::{ListRedriveTasksQuery, PeekState, RedriveTaskOutput};
 use crate::extract::{PathParams, Query as ApiQuery};
 use crate::routes::{queues, redrive};
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::{self, Stream};
 use maud::{html, Markup};
@@ -144,7 +144,6 @@ pub(super) async fn start(
     session: Session,
     State(state): State<DashState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
     form: Fields,
 ) -> Answer {
     // As `POST /v1/queues/{queue}/redrive` does.
@@ -160,11 +159,7 @@ pub(super) async fn start(
         )
         .await?;
     let task = RedriveTaskOutput::from(task);
-    Ok(outcome(
-        &headers,
-        StatusCode::ACCEPTED,
-        task_block(&session, &task),
-    ))
+    Ok(outcome(StatusCode::ACCEPTED, task_block(&session, &task)))
 }
 
 /// `POST /dashboard/redrive/{id}/cancel`: answers the task's block, now cancelled.
@@ -172,7 +167,6 @@ pub(super) async fn cancel(
     session: Session,
     State(state): State<DashState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> Answer {
     redrive::cancel_redrive_task(
         session.caller(),
@@ -184,11 +178,7 @@ pub(super) async fn cancel(
         redrive::get_redrive_task(session.caller(), State(state.app.clone()), PathParams(id))
             .await?
             .0;
-    Ok(outcome(
-        &headers,
-        StatusCode::OK,
-        task_body(&session, &task),
-    ))
+    Ok(outcome(StatusCode::OK, task_body(&session, &task)))
 }
 
 /// `GET /dashboard/redrive/{id}/live`: the task's progress every second as the SSE event

@@ -11,7 +11,7 @@ use crate::dto::{Attribute, FilterPolicyScope, PageQuery, SubscribeInput, Subscr
 use crate::extract::{PathParams, Query as ApiQuery};
 use crate::routes::topics;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use maud::{html, Markup};
 use sluice_filter::{AttributeValue, FilterPolicy, FilterScope};
@@ -206,8 +206,8 @@ pub(super) async fn page(
 
 /// Answers `fragment` and has htmx reload the page's subscriptions (`HX-Refresh`), so the
 /// table shows the change.
-fn changed(headers: &HeaderMap, fragment: Markup) -> Response {
-    let mut response = outcome(headers, StatusCode::OK, fragment);
+fn changed(fragment: Markup) -> Response {
+    let mut response = outcome(StatusCode::OK, fragment);
     response
         .headers_mut()
         .insert("hx-refresh", HeaderValue::from_static("true"));
@@ -219,7 +219,6 @@ pub(super) async fn subscribe(
     session: Session,
     State(state): State<DashState>,
     Path(topic): Path<String>,
-    headers: HeaderMap,
     form: Fields,
 ) -> Answer {
     let scope = match form.text("filter_policy_scope") {
@@ -247,10 +246,9 @@ pub(super) async fn subscribe(
         .services
         .subscribe(tenant, &topic, input.into())
         .await?;
-    Ok(changed(
-        &headers,
-        notice(html! { "Subscribed " code { (view.queue) } " as " code { (view.id) } "." }),
-    ))
+    Ok(changed(notice(
+        html! { "Subscribed " code { (view.queue) } " as " code { (view.id) } "." },
+    )))
 }
 
 /// `POST /dashboard/subscriptions/{id}/delete`.
@@ -258,7 +256,6 @@ pub(super) async fn unsubscribe(
     session: Session,
     State(state): State<DashState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> Answer {
     topics::unsubscribe(
         session.caller(),
@@ -266,10 +263,9 @@ pub(super) async fn unsubscribe(
         PathParams(id.clone()),
     )
     .await?;
-    Ok(changed(
-        &headers,
-        notice(html! { "Removed subscription " code { (id) } "." }),
-    ))
+    Ok(changed(notice(
+        html! { "Removed subscription " code { (id) } "." },
+    )))
 }
 
 /// Whether `subscription` would receive a message, and why not: the subscription's policy
@@ -301,7 +297,6 @@ pub(super) async fn test_policy(
     session: Session,
     State(state): State<DashState>,
     Path(topic): Path<String>,
-    headers: HeaderMap,
     form: Fields,
 ) -> Answer {
     let attributes: BTreeMap<String, Attribute> = form.json("attributes")?.unwrap_or_default();
@@ -333,5 +328,5 @@ pub(super) async fn test_policy(
             }
         }
     };
-    Ok(outcome(&headers, StatusCode::OK, fragment))
+    Ok(outcome(StatusCode::OK, fragment))
 }
