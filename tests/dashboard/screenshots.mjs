@@ -79,12 +79,13 @@ const shot = (page, name, fullPage = true) => page.screenshot({ path: `${out}/${
 const { context, page } = await signedIn(token, laptop);
 await shot(page, "overview");
 await page.goto(base + "/dashboard/queues/billing");
+await page.locator("#chart canvas").first().waitFor();
 await shot(page, "queue");
 await page.goto(base + "/dashboard/queues/billing-dlq/dead-letters");
 await page.getByLabel(/At most messages per second/).fill("1");
 await page.getByRole("button", { name: "Start redrive" }).click();
 await page.locator("#redrive-result .task").waitFor();
-await page.waitForTimeout(1500);
+await page.waitForTimeout(3500);
 await shot(page, "dead-letters");
 await page.goto(base + "/dashboard/topics/orders");
 await page.getByLabel("Body", { exact: true }).fill(JSON.stringify({ amount: 250 }));
