@@ -30,7 +30,8 @@ use axum::routing::{get, post};
 use axum::Router;
 use session::CsrfKey;
 
-/// The dashboard router's state: the application's, and this process's CSRF key.
+/// The dashboard router's state: the application's, this process's CSRF key and the charts'
+/// counts history.
 #[derive(Clone)]
 pub struct DashState {
     app: AppState,
