@@ -3,7 +3,8 @@
 # the system tools the tests use when they are missing (openssl, python3, curl, redis-server),
 # then unit tests, the conformance suite on every engine (embedded, Redis, Redis Cluster), the
 # property tests, the end-to-end tests against the real binary, the schemathesis run, and the
-# generated Python and TypeScript clients (tests/clients/run.sh).
+# generated Python and TypeScript clients (tests/clients/run.sh) and the dashboard in a headless
+# Chromium (tests/dashboard/run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,6 +60,25 @@ if "$awsquery/bin/python3" -c 'import boto3' 2>/dev/null; then
   export SLUICE_TEST_AWS_QUERY_BIN
 fi
 
+# --- dashboard tests: Debian's chromium and npm playwright-core (tests/dashboard/run.sh) -------
+# The browser comes from Debian (no browser download); playwright-core is pinned by
+# tests/dashboard/package-lock.json and installed once under target/dashboard-tests.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "tests/run.sh: please install chromium, nodejs and npm for the dashboard tests" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium nodejs npm >/dev/null
+fi
+dashboard_tools=target/dashboard-tests
+if ! cmp -s tests/dashboard/package-lock.json "$dashboard_tools/package-lock.json" \
+    || [ ! -d "$dashboard_tools/node_modules/playwright-core" ]; then
+  mkdir -p "$dashboard_tools"
+  cp tests/dashboard/package.json tests/dashboard/package-lock.json "$dashboard_tools/"
+  (cd "$dashboard_tools" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 # Backtraces make a failure in CI readable without a rerun.
 export RUST_BACKTRACE=1
 log=$(mktemp)
@@ -73,6 +93,9 @@ tests/infra/check.sh 2>&1 | tee -a "$log"
 # The spec validated and linted, and clients generated from it driving the real binary; its
 # checks print cargo-style "test result:" lines, counted below.
 tests/clients/run.sh 2>&1 | tee -a "$log"
+
+# The dashboard in a real headless Chromium against the real binary.
+tests/dashboard/run.sh 2>&1 | tee -a "$log"
 
 # One closing line for the whole run (the last cargo summary is the doc tests' alone).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;/) p += $(i-1); if ($i ~ /^failed;/) f += $(i-1) } }

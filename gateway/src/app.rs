@@ -85,6 +85,7 @@ impl Modify for BearerAuth {
 /// The whole application, ready to serve or to call in-process.
 pub fn router(state: AppState) -> Router {
     let in_flight = state.in_flight.clone();
+    let dashboard_state = state.clone();
     let api = Router::new()
         .route("/v1/queues", get(queues::list_queues))
         .route(
@@ -185,6 +186,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))
         .merge(api)
+        .merge(crate::dashboard::router(dashboard_state))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

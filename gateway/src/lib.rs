@@ -6,6 +6,7 @@ pub mod auth;
 pub mod aws;
 pub mod caller;
 pub mod config;
+pub mod dashboard;
 pub mod dto;
 pub mod error;
 pub mod extract;

@@ -19,6 +19,7 @@ mod redrive;
 mod stored_bytes;
 mod tenants;
 mod topics;
+mod usage;
 mod validate;
 
 pub use access_keys::{validate_access_key_id, validate_secret, AccessKey, MAX_ACCESS_KEYS};
@@ -42,6 +43,7 @@ pub use topics::{
     SubscriptionPatch, SubscriptionView, TopicChange, TopicConfig, TopicConfigInput, TopicPage,
     TopicView, MAX_SUBSCRIPTIONS,
 };
+pub use usage::TenantUsage;
 pub use validate::{validate_batch_ids, MAX_BATCH_ENTRIES};
 
 use sluice_engine::{Clock, Engine, LocalRateLimiter, RateLimiter};

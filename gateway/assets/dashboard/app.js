@@ -1,0 +1,81 @@
+// Sluice dashboard: the queue page's chart (uPlot) over the history the server keeps
+// (GET /dashboard/queues/<queue>/history?span=hour|day), refreshed every minute. Loaded with
+// `defer`; no inline script anywhere, so the page's CSP allows scripts from this server only.
+(function () {
+  "use strict";
+  var REFRESH_MS = 60000;
+
+  function series(label, stroke, scale) {
+    return { label: label, stroke: stroke, width: 2, scale: scale || "n", spanGaps: true };
+  }
+
+  function draw(container, data, span) {
+    container.textContent = "";
+    var width = Math.max(280, container.clientWidth);
+    var options = {
+      title: span === "day" ? "Last day" : "Last hour",
+      width: width,
+      height: 220,
+      series: [
+        {},
+        series("Visible", "#2f6fed"),
+        series("In flight", "#d97706"),
+        series("Delayed", "#7c3aed"),
+        series("Oldest age (s)", "#16a34a", "s"),
+      ],
+      axes: [
+        { stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" } },
+        { stroke: "currentColor", scale: "n", grid: { stroke: "rgba(128,128,128,.2)" } },
+        { stroke: "currentColor", scale: "s", side: 1, grid: { show: false } },
+      ],
+      scales: { n: { range: function (u, min, max) { return [0, Math.max(1, max)]; } } },
+    };
+    if (data.t.length === 0) {
+      var empty = document.createElement("p");
+      empty.className = "empty";
+      empty.textContent = "No history yet: the server records a point a minute while this queue is followed.";
+      container.appendChild(empty);
+      return;
+    }
+    new window.uPlot(
+      options,
+      [data.t, data.visible, data.in_flight, data.delayed, data.oldest_age_seconds],
+      container
+    );
+  }
+
+  function setUp(container) {
+    var queue = container.getAttribute("data-queue");
+    var buttons = document.querySelectorAll(".chart-controls button[data-span]");
+    var span = "hour";
+    function load() {
+      var url = "/dashboard/queues/" + encodeURIComponent(queue) + "/history?span=" + span;
+      fetch(url, { credentials: "same-origin", headers: { accept: "application/json" } })
+        .then(function (response) {
+          if (!response.ok) throw new Error(response.status);
+          return response.json();
+        })
+        .then(function (data) { draw(container, data, span); })
+        .catch(function () { container.textContent = "The history could not be loaded."; });
+    }
+    buttons.forEach(function (button) {
+      button.addEventListener("click", function () {
+        span = button.getAttribute("data-span");
+        buttons.forEach(function (b) { b.setAttribute("aria-pressed", String(b === button)); });
+        load();
+      });
+    });
+    load();
+    setInterval(load, REFRESH_MS);
+  }
+
+  function start() {
+    if (!window.uPlot) return;
+    document.querySelectorAll(".chart[data-queue]").forEach(setUp);
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();
