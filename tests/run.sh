@@ -3,8 +3,8 @@
 # the system tools the tests use when they are missing (openssl, python3, curl, redis-server),
 # then unit tests, the conformance suite on every engine (embedded, Redis, Redis Cluster), the
 # property tests, the end-to-end tests against the real binary, the schemathesis run, and the
-# generated Python and TypeScript clients (tests/clients/run.sh) and the dashboard in a headless
-# Chromium (tests/dashboard/run.sh).
+# generated Python and TypeScript clients (tests/clients/run.sh), the dashboard in a headless
+# Chromium (tests/dashboard/run.sh) and the Terraform modules (tests/terraform/run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -96,6 +96,10 @@ tests/clients/run.sh 2>&1 | tee -a "$log"
 
 # The dashboard in a real headless Chromium against the real binary.
 tests/dashboard/run.sh 2>&1 | tee -a "$log"
+
+# The Terraform modules of infra/terraform applied, re-planned and destroyed against a real
+# server with Terraform's AWS provider (it installs its Terraform once under target/terraform).
+tests/terraform/run.sh 2>&1 | tee -a "$log"
 
 # One closing line for the whole run (the last cargo summary is the doc tests' alone).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;/) p += $(i-1); if ($i ~ /^failed;/) f += $(i-1) } }
