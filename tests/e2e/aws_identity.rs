@@ -688,21 +688,7 @@ async fn boto3_and_the_aws_cli_get_the_caller_identity() {
 async fn gateways_on_one_redis_share_account_ids_and_keys() {
     let redis = sluice_testkit::RedisServer::start().unwrap();
     let prefix = sluice_testkit::unique_prefix("e2e-aws");
-    let start = || {
-        let dir = tempfile::tempdir().unwrap();
-        let server = Server::start_in(
-            dir.path(),
-            &[
-                "--jwt-secret",
-                crate::harness::SECRET,
-                "--store",
-                &redis.url(),
-                "--redis-key-prefix",
-                &prefix,
-            ],
-        );
-        (dir, server)
-    };
+    let start = || crate::harness::redis_gateway(&redis.url(), &prefix, &[]);
     let ((_a_dir, a), (_b_dir, b)) = (start(), start());
     let mut seen = HashSet::new();
     for n in 0..10 {

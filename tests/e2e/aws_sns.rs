@@ -430,21 +430,7 @@ fn form(pairs: &[(&str, &str)]) -> String {
 async fn gateways_on_one_redis_share_topics_attributes_and_subscriptions() {
     let redis = sluice_testkit::RedisServer::start().unwrap();
     let prefix = sluice_testkit::unique_prefix("e2e-sns");
-    let start = || {
-        let dir = tempfile::tempdir().unwrap();
-        let server = Server::start_in(
-            dir.path(),
-            &[
-                "--jwt-secret",
-                crate::harness::SECRET,
-                "--store",
-                &redis.url(),
-                "--redis-key-prefix",
-                &prefix,
-            ],
-        );
-        (dir, server)
-    };
+    let start = || crate::harness::redis_gateway(&redis.url(), &prefix, &[]);
     let ((_a_dir, a), (_b_dir, b)) = (start(), start());
     let account = tenant_account(&a, "r").await;
     let key = key_pair(&a, "r", json!(["topics:manage", "topics:publish"])).await;

@@ -1220,21 +1220,7 @@ async fn a_tenant_past_its_rate_is_throttled() {
 async fn gateways_on_one_redis_serve_the_same_sqs_queues() {
     let redis = sluice_testkit::RedisServer::start().unwrap();
     let prefix = sluice_testkit::unique_prefix("e2e-sqs");
-    let start = || {
-        let dir = tempfile::tempdir().unwrap();
-        let server = Server::start_in(
-            dir.path(),
-            &[
-                "--jwt-secret",
-                crate::harness::SECRET,
-                "--store",
-                &redis.url(),
-                "--redis-key-prefix",
-                &prefix,
-            ],
-        );
-        (dir, server)
-    };
+    let start = || crate::harness::redis_gateway(&redis.url(), &prefix, &[]);
     let ((_a_dir, a), (_b_dir, b)) = (start(), start());
     let tenant = Tenant::create(&a, "redis-sqs", &ALL_QUEUE_SCOPES).await;
     let created = tenant

@@ -31,6 +31,27 @@ pub(crate) struct Server {
     _temp: Option<tempfile::TempDir>,
 }
 
+/// A gateway on the Redis store at `store` under the key prefix `prefix` (the test secret, a
+/// fresh data folder, then `extra`). The folder is returned with it: it must outlive the server.
+pub(crate) fn redis_gateway(
+    store: &str,
+    prefix: &str,
+    extra: &[&str],
+) -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "--jwt-secret",
+        SECRET,
+        "--store",
+        store,
+        "--redis-key-prefix",
+        prefix,
+    ];
+    args.extend_from_slice(extra);
+    let server = Server::start_in(dir.path(), &args);
+    (dir, server)
+}
+
 impl Server {
     /// A server with a shared secret in a fresh data folder.
     pub(crate) fn start() -> Server {

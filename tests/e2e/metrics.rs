@@ -266,20 +266,7 @@ async fn message_counters_by_tenant_queue_and_event() {
 }
 
 fn redis_gateway(redis: &RedisServer) -> (tempfile::TempDir, Server) {
-    let dir = tempfile::tempdir().unwrap();
-    let prefix = unique_prefix("e2e-metrics");
-    let server = Server::start_in(
-        dir.path(),
-        &[
-            "--jwt-secret",
-            SECRET,
-            "--store",
-            &redis.url(),
-            "--redis-key-prefix",
-            &prefix,
-        ],
-    );
-    (dir, server)
+    crate::harness::redis_gateway(&redis.url(), &unique_prefix("e2e-metrics"), &[])
 }
 
 #[tokio::test]

@@ -252,18 +252,7 @@ async fn two_gateways_on_one_redis_share_the_tenants_bucket() {
     let store = redis.url();
     let prefix = unique_prefix("e2e-rate");
     let start_gateway = || {
-        let dir = tempfile::tempdir().unwrap();
-        let server = Server::start_in(
-            dir.path(),
-            &[
-                "--jwt-secret",
-                SECRET,
-                "--store",
-                &store,
-                "--redis-key-prefix",
-                &prefix,
-            ],
-        );
+        let (dir, server) = crate::harness::redis_gateway(&store, &prefix, &[]);
         (dir, Arc::new(server))
     };
     let (_a_dir, a) = start_gateway();

@@ -3,34 +3,20 @@
 //! crash of `redis-server` itself.
 
 use crate::harness::{
-    assert_error, assert_none_lost, drain, stream_sends, tenant_token, Server, SECRET,
+    assert_error, assert_none_lost, drain, redis_gateway, stream_sends, tenant_token, Server,
+    SECRET,
 };
 use reqwest::Method;
 use serde_json::json;
 use sluice_testkit::{unique_prefix, RedisCluster, RedisServer};
 use std::time::{Duration, Instant};
 
-fn gateway(store: &str, prefix: &str, extra: &[&str]) -> (tempfile::TempDir, Server) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut args = vec![
-        "--jwt-secret",
-        SECRET,
-        "--store",
-        store,
-        "--redis-key-prefix",
-        prefix,
-    ];
-    args.extend_from_slice(extra);
-    let server = Server::start_in(dir.path(), &args);
-    (dir, server)
-}
-
 /// Sends through one gateway, receives through the other, and measures how fast a long poll
 /// waiting on the second is woken by a send through the first.
 async fn two_gateways_share_queues(store: &str) {
     let prefix = unique_prefix("e2e");
-    let (_a_dir, a) = gateway(store, &prefix, &[]);
-    let (_b_dir, b) = gateway(store, &prefix, &[]);
+    let (_a_dir, a) = redis_gateway(store, &prefix, &[]);
+    let (_b_dir, b) = redis_gateway(store, &prefix, &[]);
     let t = tenant_token("acme");
     assert_eq!(
         a.call(Method::PUT, "/v1/queues/shared", &t, None).await.0,
@@ -137,7 +123,7 @@ async fn two_gateways_on_a_redis_cluster() {
 async fn an_outage_answers_503_and_recovers_by_itself() {
     let redis =
         RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
-    let (_dir, server) = gateway(&redis.url(), "outage", &["--redis-timeout-ms", "1000"]);
+    let (_dir, server) = redis_gateway(&redis.url(), "outage", &["--redis-timeout-ms", "1000"]);
     let t = tenant_token("acme");
     assert_eq!(
         server.call(Method::PUT, "/v1/queues/q", &t, None).await.0,
@@ -201,7 +187,7 @@ async fn an_outage_answers_503_and_recovers_by_itself() {
 async fn acknowledged_sends_survive_a_redis_crash_with_appendfsync_always() {
     let redis =
         RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
-    let (_dir, server) = gateway(&redis.url(), "durable", &["--redis-timeout-ms", "2000"]);
+    let (_dir, server) = redis_gateway(&redis.url(), "durable", &["--redis-timeout-ms", "2000"]);
     let t = tenant_token("acme");
     assert_eq!(
         server.call(Method::PUT, "/v1/queues/d", &t, None).await.0,
@@ -357,8 +343,8 @@ async fn fill_dead_letters(server: &Server, token: &str, count: usize) {
 async fn two_gateways_run_a_redrive_task_once_at_its_rate() {
     let redis = RedisServer::start().unwrap();
     let prefix = unique_prefix("redrive");
-    let (_a_dir, a) = gateway(&redis.url(), &prefix, &[]);
-    let (_b_dir, b) = gateway(&redis.url(), &prefix, &[]);
+    let (_a_dir, a) = redis_gateway(&redis.url(), &prefix, &[]);
+    let (_b_dir, b) = redis_gateway(&redis.url(), &prefix, &[]);
     let t = tenant_token("acme");
     a.dead_lettering_queues(&t).await;
     b.call(Method::PUT, "/v1/queues/back", &t, None).await;

@@ -4,7 +4,7 @@
 //! whole, and deletes and purges free bytes for sends within 5 s. Queue stats report each
 //! queue's `stored_bytes`.
 
-use crate::harness::{assert_error, tenant_token, token, Server, SECRET};
+use crate::harness::{assert_error, tenant_token, token, Server};
 use reqwest::Method;
 use serde_json::{json, Value};
 use sluice_testkit::{unique_prefix, RedisServer};
@@ -240,19 +240,8 @@ async fn max_stored_bytes_is_enforced_on_the_embedded_engine() {
 #[tokio::test]
 async fn max_stored_bytes_is_enforced_on_redis() {
     let redis = RedisServer::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let prefix = unique_prefix("e2e-bytes");
-    let server = Server::start_in(
-        dir.path(),
-        &[
-            "--jwt-secret",
-            SECRET,
-            "--store",
-            &redis.url(),
-            "--redis-key-prefix",
-            &prefix,
-        ],
-    );
+    let (_dir, server) =
+        crate::harness::redis_gateway(&redis.url(), &unique_prefix("e2e-bytes"), &[]);
     quota_holds(&server).await;
 }
 
@@ -263,21 +252,7 @@ async fn max_stored_bytes_is_enforced_on_redis() {
 async fn two_gateways_see_each_others_bytes_within_seconds() {
     let redis = RedisServer::start().unwrap();
     let prefix = unique_prefix("e2e-bytes2");
-    let start_gateway = || {
-        let dir = tempfile::tempdir().unwrap();
-        let server = Server::start_in(
-            dir.path(),
-            &[
-                "--jwt-secret",
-                SECRET,
-                "--store",
-                &redis.url(),
-                "--redis-key-prefix",
-                &prefix,
-            ],
-        );
-        (dir, server)
-    };
+    let start_gateway = || crate::harness::redis_gateway(&redis.url(), &prefix, &[]);
     let (_a_dir, a) = start_gateway();
     let (_b_dir, b) = start_gateway();
     let created = a

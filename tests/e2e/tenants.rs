@@ -71,19 +71,8 @@ async fn concurrent_puts_respect_max_queues_on_embedded() {
 #[tokio::test]
 async fn concurrent_puts_respect_max_queues_on_redis() {
     let redis = RedisServer::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let prefix = unique_prefix("e2e-quota");
-    let server = Server::start_in(
-        dir.path(),
-        &[
-            "--jwt-secret",
-            SECRET,
-            "--store",
-            &redis.url(),
-            "--redis-key-prefix",
-            &prefix,
-        ],
-    );
+    let (_dir, server) =
+        crate::harness::redis_gateway(&redis.url(), &unique_prefix("e2e-quota"), &[]);
     concurrent_puts_respect_max_queues(server).await;
 }
 

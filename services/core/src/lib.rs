@@ -44,7 +44,7 @@ pub use topics::{
     TopicView, MAX_SUBSCRIPTIONS,
 };
 pub use usage::TenantUsage;
-pub use validate::{validate_batch_ids, MAX_BATCH_ENTRIES};
+pub use validate::{is_valid_batch_entry_id, validate_batch_ids, MAX_BATCH_ENTRIES};
 
 use sluice_engine::{Clock, Engine, LocalRateLimiter, RateLimiter};
 use std::sync::Arc;

@@ -10,6 +10,15 @@ use std::collections::{BTreeMap, HashSet};
 pub const MAX_BATCH_ENTRIES: usize = 10;
 const MAX_ATTRIBUTES: usize = 10;
 
+/// Whether `id` may name a batch entry: 1–80 of `[A-Za-z0-9_-]` (SQS's rule).
+pub fn is_valid_batch_entry_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 80
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 /// Checks a batch's entry count and ids (1–80 of `[A-Za-z0-9_-]`, unique in the batch). A
 /// failure fails the whole batch.
 pub fn validate_batch_ids<'a>(
@@ -24,12 +33,7 @@ pub fn validate_batch_ids<'a>(
     }
     let mut seen = HashSet::new();
     for (index, id) in ids.enumerate() {
-        let ok = !id.is_empty()
-            && id.len() <= 80
-            && id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !ok {
+        if !is_valid_batch_entry_id(id) {
             return Err(ServiceError::invalid(
                 format!("entries[{index}].id"),
                 "must be 1-80 characters of letters, digits, '_' and '-'",

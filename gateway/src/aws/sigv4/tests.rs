@@ -236,7 +236,10 @@ fn requests_signed_by_the_aws_sdk_verify_and_tampered_ones_do_not() {
         // dot segments ("/moved/.." normalises to "/" as "/.." does).
         let path = signed.uri.path();
         let separator = if path.ends_with('/') { "" } else { "/" };
-        let query = signed.uri.query().map_or(String::new(), |q| format!("?{q}"));
+        let query = signed
+            .uri
+            .query()
+            .map_or(String::new(), |q| format!("?{q}"));
         let moved = format!("{path}{separator}moved{query}");
         tampered.uri = moved.parse().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(

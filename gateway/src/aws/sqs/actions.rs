@@ -363,12 +363,7 @@ fn check_batch<'a>(
     let mut out = Vec::with_capacity(count);
     for id in ids {
         let id = id.unwrap_or_default();
-        let ok = !id.is_empty()
-            && id.len() <= 80
-            && id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !ok {
+        if !sluice_services::is_valid_batch_entry_id(id) {
             return Err(SqsError::InvalidBatchEntryId(format!(
                 "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long: {id:?}"
             )));

@@ -4,8 +4,8 @@
 //! `SendMessageBatchRequestEntry.N.Id`, … in; `<Attribute><Name>`, `<Message>`, … out).
 
 use super::{Call, Operation, Protocol, SqsError, VERSION};
-use crate::aws::query::{Params, XmlAnswer};
 use crate::aws::query::error_answer;
+use crate::aws::query::{Params, XmlAnswer};
 use crate::aws::AwsError;
 use crate::error::current_request_id;
 use axum::http::{header, HeaderValue, StatusCode};
