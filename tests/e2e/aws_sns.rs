@@ -532,3 +532,141 @@ async fn call(server: &Server, key: &(String, String), pairs: &[(&str, &str)]) -
     )
     .await
 }
+
+/// The Rust SDK (`aws-sdk-sns`) makes a topic, subscribes two queues (one raw with a filter
+/// policy, one enveloped), publishes one message and a batch, and lists the subscriptions; the
+/// copies arrive over REST as the subscriptions say.
+#[tokio::test]
+async fn the_rust_sdk_publishes_to_filtered_and_enveloped_subscriptions() {
+    use aws_sdk_sns::config::{BehaviorVersion, Credentials, Region};
+    use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
+    let server = Server::start();
+    let account = tenant_account(&server, "rust-sns").await;
+    let key = key_pair(
+        &server,
+        "rust-sns",
+        json!(["topics:manage", "topics:publish"]),
+    )
+    .await;
+    let token = tenant_token("rust-sns");
+    for queue in ["raw-big", "all"] {
+        let (status, answer) = server
+            .call(Method::PUT, &format!("/v1/queues/{queue}"), &token, None)
+            .await;
+        assert_eq!(status, 201, "{answer}");
+    }
+    let config = aws_sdk_sns::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(&server.base)
+        .credentials_provider(Credentials::new(&key.0, &key.1, None, None, "e2e"))
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .build();
+    let sns = aws_sdk_sns::Client::from_conf(config);
+
+    let topic = sns
+        .create_topic()
+        .name("orders")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap();
+    assert_eq!(topic, format!("arn:aws:sns:us-east-1:{account}:orders"));
+    let queue_arn = |queue: &str| format!("arn:aws:sqs:us-east-1:{account}:{queue}");
+    let raw = sns
+        .subscribe()
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint(queue_arn("raw-big"))
+        .attributes("RawMessageDelivery", "true")
+        .attributes("FilterPolicy", r#"{"amount": [{"numeric": [">=", 100]}]}"#)
+        .return_subscription_arn(true)
+        .send()
+        .await
+        .unwrap()
+        .subscription_arn
+        .unwrap();
+    assert!(raw.starts_with(&format!("{topic}:")), "{raw}");
+    sns.subscribe()
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint(queue_arn("all"))
+        .send()
+        .await
+        .unwrap();
+
+    let amount = |n: &str| {
+        MessageAttributeValue::builder()
+            .data_type("Number")
+            .string_value(n)
+            .build()
+            .unwrap()
+    };
+    let published = sns
+        .publish()
+        .topic_arn(&topic)
+        .message("order 1")
+        .subject("big")
+        .message_attributes("amount", amount("300"))
+        .send()
+        .await
+        .unwrap();
+    let first_id = published.message_id.unwrap();
+    let batch = sns
+        .publish_batch()
+        .topic_arn(&topic)
+        .publish_batch_request_entries(
+            PublishBatchRequestEntry::builder()
+                .id("small")
+                .message("order 2")
+                .message_attributes("amount", amount("5"))
+                .build()
+                .unwrap(),
+        )
+        .publish_batch_request_entries(
+            PublishBatchRequestEntry::builder()
+                .id("big")
+                .message("order 3")
+                .message_attributes("amount", amount("100"))
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(batch.successful().len(), 2, "{batch:?}");
+    assert!(batch.failed().is_empty(), "{batch:?}");
+
+    let listed = sns
+        .list_subscriptions_by_topic()
+        .topic_arn(&topic)
+        .send()
+        .await
+        .unwrap();
+    let mut endpoints: Vec<String> = listed
+        .subscriptions()
+        .iter()
+        .filter_map(|s| s.endpoint().map(str::to_owned))
+        .collect();
+    endpoints.sort();
+    assert_eq!(endpoints, [queue_arn("all"), queue_arn("raw-big")]);
+
+    // Raw copies: the bodies as published, the attribute kept; only amounts >= 100.
+    let mut bodies: Vec<String> = receive(&server, &token, "raw-big", 2)
+        .await
+        .iter()
+        .map(|m| {
+            assert_eq!(m["attributes"]["amount"]["type"], "Number", "{m}");
+            m["body"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    bodies.sort();
+    assert_eq!(bodies, ["order 1", "order 3"]);
+    // Enveloped copies of all three, the first with its subject and message id.
+    let all = envelopes(&receive(&server, &token, "all", 3).await);
+    let first = &all[&first_id];
+    assert_eq!(first["Message"], "order 1");
+    assert_eq!(first["Subject"], "big");
+    assert_eq!(first["TopicArn"], topic.as_str());
+}
