@@ -96,9 +96,10 @@ pub(crate) struct QueueState {
     /// `(visible_at, seq)` of every message, so a receive finds the receivable ones in order
     /// without scanning the hidden ones.
     by_visibility: BTreeSet<(Millis, u64)>,
-    /// A lower bound of every stored `sent_at` (`Millis::MAX` when none), so a retention sweep
-    /// skips queues where nothing can have expired.
-    oldest_hint: Millis,
+    /// `(sent_at, seq)` of every message, so the retention sweep takes the expired ones without
+    /// looking at the others, and knows when the oldest expires. Seq order is not send order:
+    /// moved messages keep their `sent_at`.
+    by_sent: BTreeSet<(Millis, u64)>,
     /// Bumped when something may have become receivable; `None` once the queue is deleted, which
     /// wakes every listener for good.
     changes: Option<watch::Sender<u64>>,
@@ -117,7 +118,7 @@ impl QueueState {
             purge_floor: 0,
             messages: BTreeMap::new(),
             by_visibility: BTreeSet::new(),
-            oldest_hint: Millis::MAX,
+            by_sent: BTreeSet::new(),
             changes: Some(watch::Sender::new(0)),
             fifo: fifo.then(Box::default),
         }
@@ -177,7 +178,7 @@ impl QueueState {
     }
 
     fn insert(&mut self, seq: u64, state: MsgState, group: Option<&str>) {
-        self.oldest_hint = self.oldest_hint.min(state.sent_at);
+        self.by_sent.insert((state.sent_at, seq));
         self.by_visibility.insert((state.visible_at, seq));
         self.messages.insert(seq, state);
         let retention = self.retention_ms();
@@ -233,6 +234,7 @@ impl QueueState {
 
     fn remove(&mut self, seq: u64) -> Option<MsgState> {
         let state = self.messages.remove(&seq)?;
+        self.by_sent.remove(&(state.sent_at, seq));
         self.by_visibility.remove(&(state.visible_at, seq));
         let retention = self.retention_ms();
         if let Some(fifo) = self.fifo.as_deref_mut() {
@@ -703,42 +705,32 @@ impl QueueState {
     }
 
     /// The earliest instant the retention sweep may have work here: the end of the retention
-    /// of the oldest message (by its lower bound, so perhaps earlier), of the oldest FIFO
-    /// deduplication record's window or of the oldest remembered receive attempt's;
-    /// [`Millis::MAX`] if none. Cheap: asked each time the queue's lock is released.
+    /// of the oldest message, of the oldest FIFO deduplication record's window or of the oldest
+    /// remembered receive attempt's; [`Millis::MAX`] if none. Cheap: asked each time the queue's lock is released.
     pub(crate) fn next_due(&self) -> Millis {
-        let mut due = if self.messages.is_empty() {
-            Millis::MAX
-        } else {
-            self.oldest_hint.saturating_add(self.retention_ms())
-        };
+        let mut due = self.by_sent.first().map_or(Millis::MAX, |&(sent_at, _)| {
+            sent_at.saturating_add(self.retention_ms())
+        });
         if let Some(fifo) = self.fifo.as_deref() {
             due = due.min(fifo.dedup.next_due()).min(fifo.attempts.next_due());
         }
         due
     }
 
-    /// Removes every message whose retention has ended by `now`; answers their seqs.
+    /// Removes every message whose retention has ended by `now`; answers their seqs, ascending.
+    /// Costs what it removes (oldest first in `by_sent`), not what the queue holds.
     pub(crate) fn take_expired(&mut self, now: Millis) -> Vec<u64> {
         let retention = self.retention_ms();
-        if self.oldest_hint.saturating_add(retention) > now {
-            return Vec::new();
-        }
-        let expired: Vec<u64> = self
-            .messages
+        let mut expired: Vec<u64> = self
+            .by_sent
             .iter()
-            .filter(|(_, m)| m.expired(retention, now))
-            .map(|(&seq, _)| seq)
+            .take_while(|&&(sent_at, _)| sent_at.saturating_add(retention) <= now)
+            .map(|&(_, seq)| seq)
             .collect();
         for &seq in &expired {
             self.remove(seq);
         }
-        self.oldest_hint = self
-            .messages
-            .values()
-            .map(|m| m.sent_at)
-            .min()
-            .unwrap_or(Millis::MAX);
+        expired.sort_unstable();
         expired
     }
 
@@ -747,7 +739,7 @@ impl QueueState {
     pub(crate) fn purge(&mut self) -> u64 {
         self.messages.clear();
         self.by_visibility.clear();
-        self.oldest_hint = Millis::MAX;
+        self.by_sent.clear();
         if let Some(fifo) = self.fifo.as_deref_mut() {
             fifo.groups.clear();
             fifo.attempts.clear();
@@ -869,6 +861,21 @@ mod tests {
         assert_eq!(q.delete(&h(d2), 0), Ok(true));
         assert_eq!(q.delete(&h(d2), 0), Ok(false));
         assert_eq!(q.change_visibility(&h(d2), 5, 0), Err(HandleError::Stale));
+    }
+
+    #[test]
+    fn the_sweep_follows_sent_at_not_seq() {
+        // A moved-in message keeps its older sent_at under a newer seq.
+        let mut q = state(60);
+        let newer = send(&mut q, 1, 10_000, 0)[0];
+        let moved: Vec<u64> = q.reserve(1).into_iter().flatten().collect();
+        q.commit_sent(&[accepted(moved[0], 0, 0)]);
+        assert_eq!(q.next_due(), 60_000);
+        assert_eq!(q.take_expired(60_000), moved);
+        assert_eq!(q.next_due(), 70_000);
+        assert!(q.take_expired(69_999).is_empty());
+        assert_eq!(q.take_expired(70_000), vec![newer]);
+        assert_eq!(q.next_due(), Millis::MAX);
     }
 
     #[test]

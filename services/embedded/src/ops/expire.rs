@@ -1,7 +1,8 @@
 //! `expire`: the periodic sweep that deletes messages past retention and forgets FIFO
 //! deduplication records (and receive attempts) past their window, of queues and of topics, so
 //! an idle one does not keep them. A round visits only the queues and topics the due index
-//! (`due.rs`) holds as due by `now`, so it costs what is due, not one look per queue.
+//! (`due.rs`) holds as due by `now`, and in each only its expired messages (the oldest first in
+//! the queue's `by_sent` index), so it costs what is due, not one look per queue or message.
 
 use crate::ops::topics::forget_dedup;
 use crate::store::WriteOp;
