@@ -1,10 +1,14 @@
-//! The `sluice` binary: `serve` runs the service, `token` mints a token.
+//! The `sluice` binary: `serve` runs the service (in development mode it also prints tokens and
+//! the `default` tenant's AWS key pair), `token` mints a token.
 
 use clap::Parser;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
 use sluice_engine::TenantId;
-use sluice_gateway::auth::{Auth, Scope};
+use sluice_gateway::auth::{Auth, KeyMaterial, Scope};
 use sluice_gateway::config::{Cli, Command, Settings, TokenArgs};
 use sluice_gateway::startup::Application;
+use sluice_services::{AccessKey, ServiceError};
 use std::process::ExitCode;
 
 const DEV_TOKEN_TTL_SECONDS: u64 = 30 * 24 * 3600;
@@ -47,12 +51,12 @@ async fn serve(args: &sluice_gateway::config::CommonArgs) -> Result<(), String> 
     let addr = app.local_addr().map_err(|e| e.to_string())?;
     println!("sluice listening on http://{addr}");
     if settings.is_development() {
-        print_development_tokens(&app, addr, &settings)?;
+        print_development_tokens(&app, addr, &settings).await?;
     }
     app.run_until_stopped().await.map_err(|e| e.to_string())
 }
 
-fn print_development_tokens(
+async fn print_development_tokens(
     app: &Application,
     addr: std::net::SocketAddr,
     settings: &Settings,
@@ -78,7 +82,110 @@ fn print_development_tokens(
          API reference: http://{addr}/docs/",
         settings.data_dir.display()
     );
+    match development_access_key(app, settings, &tenant, &tenant_scopes).await {
+        Ok((key_id, secret, account)) => println!(
+            "AWS access key of tenant 'default' (account {account}), the same on every start with this data folder:\n  \
+             export AWS_ACCESS_KEY_ID={key_id} AWS_SECRET_ACCESS_KEY={secret} AWS_DEFAULT_REGION={region}\n  \
+             aws --endpoint-url http://{addr} sqs create-queue --queue-name orders\n  \
+             aws --endpoint-url http://{addr} sqs list-queues",
+            region = settings.aws_region
+        ),
+        // The REST tokens above still work; the server need not stop for this.
+        Err(message) => eprintln!("sluice: no development AWS access key: {message}"),
+    }
     Ok(())
+}
+
+/// The development AWS key pair of the `default` tenant, stored through the access-key
+/// service if it is not yet. Both halves are derived from the development signing key (an
+/// HMAC of it under fixed labels), so every start with the same data folder prints, and stores,
+/// the same pair instead of piling up a new key per start; a revoked pair comes back at the
+/// next start.
+async fn development_access_key(
+    app: &Application,
+    settings: &Settings,
+    tenant: &TenantId,
+    scopes: &[Scope],
+) -> Result<(String, String, String), String> {
+    let KeyMaterial::Secret(signing_key) = settings.key_material() else {
+        return Err("development mode has no generated signing key".into());
+    };
+    let derive = |label: &str, alphabet: &[u8], len: usize| -> String {
+        let mut out = String::with_capacity(len);
+        for block in 0u8.. {
+            let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(signing_key.expose())
+                .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+            mac.update(label.as_bytes());
+            mac.update(&[block]);
+            for byte in mac.finalize().into_bytes() {
+                if out.len() == len {
+                    return out;
+                }
+                // Both alphabets have a power-of-two length: every character is as likely.
+                out.push(char::from(alphabet[usize::from(byte) % alphabet.len()]));
+            }
+        }
+        out
+    };
+    let key_id = format!(
+        "AKIA{}",
+        derive(
+            "sluice development AWS access key id",
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567",
+            16
+        )
+    );
+    let secret = derive(
+        "sluice development AWS secret access key",
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+        40,
+    );
+    let services = &app.state().services;
+    let stored = |key: Option<AccessKey>| {
+        key.is_some_and(|k| k.tenant == *tenant && k.secret_access_key == secret)
+    };
+    let account = |key_id: String, secret: String| async move {
+        let account = services
+            .tenant_account_id(tenant)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((key_id, secret, account))
+    };
+    if stored(
+        services
+            .access_key(&key_id)
+            .await
+            .map_err(|e| e.to_string())?,
+    ) {
+        return account(key_id, secret).await;
+    }
+    services
+        .ensure_tenant(tenant, Some(now_seconds()))
+        .await
+        .map_err(|e| e.to_string())?;
+    let created = services
+        .create_access_key(
+            tenant.as_str(),
+            &key_id,
+            &secret,
+            scopes.iter().map(|s| s.as_str().to_owned()).collect(),
+        )
+        .await;
+    match created {
+        Ok(_) => account(key_id, secret).await,
+        // Another gateway on the same store stored it meanwhile.
+        Err(ServiceError::Conflict(_))
+            if stored(
+                services
+                    .access_key(&key_id)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ) =>
+        {
+            account(key_id, secret).await
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn token(args: &TokenArgs) -> Result<(), String> {

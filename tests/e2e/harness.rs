@@ -77,7 +77,17 @@ impl Server {
     }
 
     /// Runs `command` (a `sluice serve`) and waits for its listening line.
-    pub(crate) fn spawn(mut command: Command) -> Server {
+    pub(crate) fn spawn(command: Command) -> Server {
+        Server::spawn_reading(command, |_| true).0
+    }
+
+    /// Runs `command` (a `sluice serve`), waits for its listening line, and answers the lines
+    /// it printed after it, up to and with the first that `last` accepts (none if `last`
+    /// accepts the listening line).
+    pub(crate) fn spawn_reading(
+        mut command: Command,
+        last: impl Fn(&str) -> bool,
+    ) -> (Server, Vec<String>) {
         let mut child = command.spawn().expect("sluice starts");
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
@@ -86,9 +96,20 @@ impl Server {
             .strip_prefix("sluice listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
             .to_owned();
+        let mut printed = Vec::new();
+        if !last(&first) {
+            for line in lines.by_ref() {
+                let line = line.unwrap();
+                let done = last(&line);
+                printed.push(line);
+                if done {
+                    break;
+                }
+            }
+        }
         // Keep draining stdout so the child never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Server {
+        let server = Server {
             base,
             child,
             client: Client::builder()
@@ -96,7 +117,8 @@ impl Server {
                 .build()
                 .unwrap(),
             _temp: None,
-        }
+        };
+        (server, printed)
     }
 
     pub(crate) fn url(&self, path: &str) -> String {

@@ -9,6 +9,7 @@ mod bad_input;
 mod config;
 mod connections;
 mod dead_letters;
+mod dev_aws_key;
 mod disk_failure;
 mod fifo;
 mod harness;
