@@ -50,11 +50,11 @@ pub fn router(app: AppState) -> Router {
 
 /// [`router`] with a given CSRF key.
 pub fn router_with_key(app: AppState, csrf: CsrfKey) -> Router {
-    let state = DashState {
-        app,
-        csrf,
-        history: Default::default(),
-    };
+    let history = std::sync::Arc::new(history::History::default());
+    // Held weakly by the services: the sampler stops feeding it when this router is dropped.
+    let observer: std::sync::Arc<dyn sluice_services::QueueObserver> = history.clone();
+    app.services.observe_queues(&observer);
+    let state = DashState { app, csrf, history };
     Router::new()
         .route("/dashboard", get(home))
         .route("/dashboard/", get(home))
