@@ -236,7 +236,7 @@ pub(super) async fn page(
                     button.small type="button" data-span="hour" aria-pressed="true" { "Last hour" }
                     button.small type="button" data-span="day" aria-pressed="false" { "Last day" }
                 }
-                div.chart #chart data-queue=(queue.name) aria-label="Counts and age of the oldest message over time" {}
+                div.chart #chart data-queue=(queue.name) aria-label="Counts, age of the oldest message and message rates over time" {}
             }
         }
         section aria-labelledby="config-h" {
