@@ -43,9 +43,13 @@ pub struct DashState {
 /// room for its URL encoding.
 const MAX_FORM_BYTES: usize = 3 * 1024 * 1024;
 
-/// The dashboard's routes, under `/dashboard`.
+/// The dashboard's routes, under `/dashboard`, with the CSRF key every gateway sharing the
+/// JWT secret derives from it (so a form one gateway rendered is accepted by another behind
+/// the same load balancer); a random one of this process when tokens are verified with a
+/// public key.
 pub fn router(app: AppState) -> Router {
-    router_with_key(app, CsrfKey::random())
+    let key = session::csrf_key_of(&app.auth);
+    router_with_key(app, key)
 }
 
 /// [`router`] with a given CSRF key.
