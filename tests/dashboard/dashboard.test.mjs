@@ -274,6 +274,25 @@ test("the chart's rates are the server's counts of known traffic", async () => {
   await context.close();
 });
 
+test("a queue nobody opened has a history, kept from the queue sampler", async () => {
+  assert.equal((await api("PUT", "/v1/queues/unopened", tenantToken)).status, 201);
+  for (const body of ["a", "b"]) {
+    assert.equal((await api("POST", "/v1/queues/unopened/messages", tenantToken, { body })).status, 201);
+  }
+  const { context, page } = await signIn(tenantToken);
+  // Only the history endpoint is read, never the queue's page (which records a point itself).
+  let h;
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
+    h = await page.evaluate(async () =>
+      (await fetch("/dashboard/queues/unopened/history?span=hour")).json());
+    if (h.t.length > 0 && h.visible.at(-1) === 2) break;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  assert.equal(h.visible.at(-1), 2, JSON.stringify(h));
+  assert.ok(h.sent_per_second.at(-1) > 0, JSON.stringify(h));
+  await context.close();
+});
+
 test("settings are saved, and a bad value is refused naming its field", async () => {
   const { context, page } = await signIn(tenantToken);
   await page.goto(base + "/dashboard/queues/audit");
