@@ -111,6 +111,8 @@ pub struct Auth {
     validation: Validation,
     issuer: Option<String>,
     audience: Option<String>,
+    /// Keys for other purposes derived from the HS256 secret (see [`Auth::derive_key`]).
+    derived: Option<Secret<Vec<u8>>>,
 }
 
 /// The key material a deployment configures.
@@ -134,6 +136,10 @@ impl Auth {
         issuer: Option<String>,
         audience: Option<String>,
     ) -> Result<Self, String> {
+        let derived = match &key {
+            KeyMaterial::Secret(secret) => Some(secret.clone()),
+            KeyMaterial::PublicKey { .. } => None,
+        };
         let (algorithm, decoding, encoding) = match key {
             KeyMaterial::Secret(secret) => (
                 Algorithm::HS256,
@@ -185,7 +191,20 @@ impl Auth {
             validation,
             issuer,
             audience,
+            derived,
         })
+    }
+
+    /// A 32-byte key for `label`'s purpose (HMAC-SHA256 of the label under the HS256 secret),
+    /// the same in every gateway configured with that secret and useless for signing tokens.
+    /// `None` when tokens are verified with a public key: this server then holds no secret
+    /// it shares with other gateways.
+    pub fn derive_key(&self, label: &str) -> Option<[u8; 32]> {
+        use hmac::{Hmac, KeyInit, Mac};
+        let secret = self.derived.as_ref()?;
+        let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(secret.expose()).ok()?;
+        mac.update(label.as_bytes());
+        Some(mac.finalize().into_bytes().into())
     }
 
     /// Verifies a token: signature with the pinned algorithm, expiry, not-before, and the

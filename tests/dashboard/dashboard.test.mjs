@@ -230,11 +230,66 @@ test("a queue page charts the counts history the server keeps", async () => {
   await page.getByRole("button", { name: "Last day" }).click();
   await page.waitForFunction(() =>
     document.querySelector('button[data-span="day"]').getAttribute("aria-pressed") === "true");
-  await page.locator("#chart .u-title", { hasText: "Last day" }).waitFor();
+  await page.locator("#chart .u-title", { hasText: /^Last day$/ }).waitFor();
   const bad = await page.evaluate(async () =>
     (await fetch("/dashboard/queues/orders/history?span=week")).status);
   assert.equal(bad, 400);
   assert.deepEqual(page.cspErrors, []);
+  await context.close();
+});
+
+test("the chart's rates are the server's counts of known traffic", async () => {
+  assert.equal((await api("PUT", "/v1/queues/rates", tenantToken)).status, 201);
+  const started = Date.now();
+  for (let i = 0; i < 6; i++) {
+    assert.equal((await api("POST", "/v1/queues/rates/messages", tenantToken, { body: `m${i}` })).status, 201);
+  }
+  const received = await api("POST", "/v1/queues/rates/messages/receive", tenantToken, {
+    max_messages: 4, visibility_timeout_seconds: 600, wait_seconds: 0,
+  });
+  assert.equal(received.body.messages.length, 4);
+  for (const m of received.body.messages.slice(0, 2)) {
+    const handle = encodeURIComponent(m.receipt_handle);
+    assert.equal((await api("DELETE", `/v1/queues/rates/messages/${handle}`, tenantToken)).status, 204);
+  }
+  // Rates are over at least a second.
+  await new Promise((resolve) => setTimeout(resolve, 1100));
+  const { context, page } = await signIn(tenantToken);
+  await page.goto(base + "/dashboard/queues/rates");
+  await page.locator("#chart .u-title", { hasText: "messages per second" }).waitFor();
+  const history = await page.evaluate(async () =>
+    (await fetch("/dashboard/queues/rates/history?span=hour")).json());
+  const elapsed = (Date.now() - started) / 1000;
+  const [sent, receivedRate, deleted] = [
+    history.sent_per_second.at(-1), history.received_per_second.at(-1),
+    history.deleted_per_second.at(-1),
+  ];
+  const why = JSON.stringify({ history, elapsed });
+  // 6 sent since counting began, over between a second and the time this test took.
+  assert.ok(sent >= 6 / elapsed - 0.01 && sent <= 6, why);
+  // Over the same interval: received and deleted in proportion (4 and 2 of 6).
+  assert.ok(Math.abs(receivedRate - sent * 4 / 6) <= 0.02, why);
+  assert.ok(Math.abs(deleted - sent * 2 / 6) <= 0.02, why);
+  assert.deepEqual(page.cspErrors, []);
+  await context.close();
+});
+
+test("a queue nobody opened has a history, kept from the queue sampler", async () => {
+  assert.equal((await api("PUT", "/v1/queues/unopened", tenantToken)).status, 201);
+  for (const body of ["a", "b"]) {
+    assert.equal((await api("POST", "/v1/queues/unopened/messages", tenantToken, { body })).status, 201);
+  }
+  const { context, page } = await signIn(tenantToken);
+  // Only the history endpoint is read, never the queue's page (which records a point itself).
+  let h;
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
+    h = await page.evaluate(async () =>
+      (await fetch("/dashboard/queues/unopened/history?span=hour")).json());
+    if (h.t.length > 0 && h.visible.at(-1) === 2) break;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  assert.equal(h.visible.at(-1), 2, JSON.stringify(h));
+  assert.ok(h.sent_per_second.at(-1) > 0, JSON.stringify(h));
   await context.close();
 });
 

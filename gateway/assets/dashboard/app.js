@@ -1,5 +1,6 @@
-// Sluice dashboard: the queue page's chart (uPlot) over the history the server keeps
-// (GET /dashboard/queues/<queue>/history?span=hour|day), refreshed every minute. Loaded with
+// Sluice dashboard: the queue page's charts (uPlot) over the history the server keeps
+// (GET /dashboard/queues/<queue>/history?span=hour|day), refreshed every minute: the counts
+// and the oldest message's age, and the send / receive / delete rates. Loaded with
 // `defer`; no inline script anywhere, so the page's CSP allows scripts from this server only.
 (function () {
   "use strict";
@@ -9,27 +10,20 @@
     return { label: label, stroke: stroke, width: 2, scale: scale || "n", spanGaps: true };
   }
 
+  function axes(right) {
+    var list = [
+      { stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" } },
+      { stroke: "currentColor", scale: "n", grid: { stroke: "rgba(128,128,128,.2)" } },
+    ];
+    if (right) list.push({ stroke: "currentColor", scale: "s", side: 1, grid: { show: false } });
+    return list;
+  }
+
   function draw(container, data, span) {
     container.textContent = "";
     var width = Math.max(280, container.clientWidth);
-    var options = {
-      title: span === "day" ? "Last day" : "Last hour",
-      width: width,
-      height: 220,
-      series: [
-        {},
-        series("Visible", "#2f6fed"),
-        series("In flight", "#d97706"),
-        series("Delayed", "#7c3aed"),
-        series("Oldest age (s)", "#16a34a", "s"),
-      ],
-      axes: [
-        { stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" } },
-        { stroke: "currentColor", scale: "n", grid: { stroke: "rgba(128,128,128,.2)" } },
-        { stroke: "currentColor", scale: "s", side: 1, grid: { show: false } },
-      ],
-      scales: { n: { range: function (u, min, max) { return [0, Math.max(1, max)]; } } },
-    };
+    var period = span === "day" ? "Last day" : "Last hour";
+    var scales = { n: { range: function (u, min, max) { return [0, Math.max(1, max)]; } } };
     if (data.t.length === 0) {
       var empty = document.createElement("p");
       empty.className = "empty";
@@ -38,8 +32,38 @@
       return;
     }
     new window.uPlot(
-      options,
+      {
+        title: period,
+        width: width,
+        height: 220,
+        series: [
+          {},
+          series("Visible", "#2f6fed"),
+          series("In flight", "#d97706"),
+          series("Delayed", "#7c3aed"),
+          series("Oldest age (s)", "#16a34a", "s"),
+        ],
+        axes: axes(true),
+        scales: scales,
+      },
       [data.t, data.visible, data.in_flight, data.delayed, data.oldest_age_seconds],
+      container
+    );
+    new window.uPlot(
+      {
+        title: period + ": messages per second",
+        width: width,
+        height: 180,
+        series: [
+          {},
+          series("Sent/s", "#2f6fed"),
+          series("Received/s", "#d97706"),
+          series("Deleted/s", "#16a34a"),
+        ],
+        axes: axes(false),
+        scales: scales,
+      },
+      [data.t, data.sent_per_second, data.received_per_second, data.deleted_per_second],
       container
     );
   }

@@ -66,6 +66,8 @@ impl Stores {
 }
 
 /// The runtime the load runs on (threads `bench-load`), apart from every gateway's.
+/// (The dashboard bench sends one request at a time from the gateway's runtime instead.)
+#[allow(dead_code)]
 pub(crate) fn load_runtime() -> BenchResult<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -43,18 +43,22 @@ pub struct DashState {
 /// room for its URL encoding.
 const MAX_FORM_BYTES: usize = 3 * 1024 * 1024;
 
-/// The dashboard's routes, under `/dashboard`.
+/// The dashboard's routes, under `/dashboard`, with the CSRF key every gateway sharing the
+/// JWT secret derives from it (so a form one gateway rendered is accepted by another behind
+/// the same load balancer); a random one of this process when tokens are verified with a
+/// public key.
 pub fn router(app: AppState) -> Router {
-    router_with_key(app, CsrfKey::random())
+    let key = session::csrf_key_of(&app.auth);
+    router_with_key(app, key)
 }
 
 /// [`router`] with a given CSRF key.
 pub fn router_with_key(app: AppState, csrf: CsrfKey) -> Router {
-    let state = DashState {
-        app,
-        csrf,
-        history: Default::default(),
-    };
+    let history = std::sync::Arc::new(history::History::default());
+    // Held weakly by the services: the sampler stops feeding it when this router is dropped.
+    let observer: std::sync::Arc<dyn sluice_services::QueueObserver> = history.clone();
+    app.services.observe_queues(&observer);
+    let state = DashState { app, csrf, history };
     Router::new()
         .route("/dashboard", get(home))
         .route("/dashboard/", get(home))

@@ -204,9 +204,10 @@ pub(super) async fn page(
     let queue = read_queue(&session, &state, &name).await?;
     if let Some(tenant) = &session.tenant {
         let now = state.app.services.clock().now();
+        let totals = state.app.services.queue_activity(tenant, &queue.name);
         state
             .history
-            .viewed(tenant, &queue.name, Point::of(&queue, now));
+            .viewed(tenant, &queue.name, Point::of(&queue, totals, now));
         state.history.start(&state.app.services);
     }
     let peek_state = parse_state(query.state.as_deref())?;
@@ -235,7 +236,7 @@ pub(super) async fn page(
                     button.small type="button" data-span="hour" aria-pressed="true" { "Last hour" }
                     button.small type="button" data-span="day" aria-pressed="false" { "Last day" }
                 }
-                div.chart #chart data-queue=(queue.name) aria-label="Counts and age of the oldest message over time" {}
+                div.chart #chart data-queue=(queue.name) aria-label="Counts, age of the oldest message and message rates over time" {}
             }
         }
         section aria-labelledby="config-h" {
@@ -457,7 +458,9 @@ pub(super) async fn live(
                 Ok(queue) => {
                     if let Some(tenant) = &session.tenant {
                         let now = state.app.services.clock().now();
-                        state.history.record(tenant, name, Point::of(&queue, now));
+                        let totals = state.app.services.queue_activity(tenant, name);
+                        let point = Point::of(&queue, totals, now);
+                        state.history.record(tenant, name, point);
                     }
                     stats_table(&queue)
                 }

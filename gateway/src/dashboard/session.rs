@@ -14,15 +14,28 @@ pub const CSRF_FIELD: &str = "csrf";
 /// The header carrying the CSRF token (for requests that are not forms).
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
-/// Derives CSRF tokens from session tokens with a key of this process. A CSRF token is
+/// The label the CSRF key is derived from the JWT secret with (see [`csrf_key_of`]).
+const CSRF_KEY_LABEL: &str = "sluice-dashboard-csrf-key-v1";
+
+/// The CSRF key of gateways verifying tokens with `auth`: derived from their shared HS256
+/// secret, so every gateway of a deployment derives the same; a random key of this process
+/// when tokens are verified with a public key (forms then work only on the gateway that
+/// rendered them: keep sessions sticky there).
+pub fn csrf_key_of(auth: &crate::auth::Auth) -> CsrfKey {
+    auth.derive_key(CSRF_KEY_LABEL)
+        .map_or_else(CsrfKey::random, CsrfKey::from_bytes)
+}
+
+/// Derives CSRF tokens from session tokens with a key of the deployment. A CSRF token is
 /// useless without the session cookie it was derived from, and an attacker who plants a cookie
 /// of their own still cannot derive its CSRF token without the key.
 #[derive(Clone)]
 pub struct CsrfKey([u8; 32]);
 
 impl CsrfKey {
-    /// A fresh random key: sessions outlive it (the cookie holds the bearer token), forms
-    /// rendered before a restart are refused once and work after a reload.
+    /// A fresh random key, for gateways without a shared secret: sessions outlive it (the
+    /// cookie holds the bearer token), forms rendered before a restart are refused once and
+    /// work after a reload.
     pub fn random() -> Self {
         use rand::RngCore;
         let mut key = [0u8; 32];
@@ -30,7 +43,7 @@ impl CsrfKey {
         CsrfKey(key)
     }
 
-    /// A fixed key, for tests.
+    /// A given key.
     pub fn from_bytes(key: [u8; 32]) -> Self {
         CsrfKey(key)
     }
@@ -166,6 +179,35 @@ mod tests {
             CsrfKey::random().token_for("s"),
             CsrfKey::random().token_for("s")
         );
+    }
+
+    fn auth(key: crate::auth::KeyMaterial) -> crate::auth::Auth {
+        crate::auth::Auth::new(key, None, None).unwrap()
+    }
+
+    fn secret(byte: u8) -> crate::auth::KeyMaterial {
+        crate::auth::KeyMaterial::Secret(crate::secret::Secret::new(vec![byte; 40]))
+    }
+
+    #[test]
+    fn gateways_sharing_the_jwt_secret_accept_each_others_forms() {
+        // Two gateways, each building its own `Auth` from the same configuration.
+        let (one, two) = (csrf_key_of(&auth(secret(1))), csrf_key_of(&auth(secret(1))));
+        let token = one.token_for("session-a");
+        assert!(two.verify("session-a", &token));
+        // Still bound to the session, and useless under another deployment's secret.
+        assert!(!two.verify("session-b", &token));
+        assert!(!csrf_key_of(&auth(secret(2))).verify("session-a", &token));
+        // The derived key is not the JWT secret itself.
+        assert!(!CsrfKey::from_bytes([1; 32]).verify("session-a", &token));
+        // With a public key there is no shared secret: a key of the process.
+        let pem = b"-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n";
+        let public = || crate::auth::KeyMaterial::PublicKey {
+            algorithm: jsonwebtoken::Algorithm::EdDSA,
+            pem: pem.to_vec(),
+        };
+        let (a, b) = (csrf_key_of(&auth(public())), csrf_key_of(&auth(public())));
+        assert!(!b.verify("session-a", &a.token_for("session-a")));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! and no concrete engine.
 
 mod access_keys;
+mod activity;
 mod background;
 mod dead_letters;
 mod error;
@@ -23,6 +24,7 @@ mod usage;
 mod validate;
 
 pub use access_keys::{validate_access_key_id, validate_secret, AccessKey, MAX_ACCESS_KEYS};
+pub use activity::{ActivityTotals, QueueObserver, MAX_COUNTED_QUEUES};
 pub use background::{Background, MAX_PACED_PAUSE};
 pub use error::ServiceError;
 pub use md5::{md5_of_attributes, md5_of_body};
@@ -88,17 +90,23 @@ pub struct Services {
     aws_region: Arc<String>,
     /// Tenants' stored bytes, for `max_stored_bytes` (see `stored_bytes.rs`).
     stored_bytes: Arc<stored_bytes::StoredBytes>,
+    /// Told of each queue the sampler finds (see [`Services::observe_queues`]).
+    queue_observers: Arc<std::sync::Mutex<Vec<std::sync::Weak<dyn QueueObserver>>>>,
 }
 
 impl Services {
     /// Services over `engine`, taking time from `clock`, limiting tenants' request rates in
     /// this process (see [`with_rate_limiter`](Self::with_rate_limiter) for a shared store).
     pub fn new(engine: Arc<dyn Engine>, clock: Arc<dyn Clock>, limits: Limits) -> Self {
+        let activity = Arc::new(activity::QueueActivity::new(clock.clone()));
         Self {
             engine,
             clock,
             limits,
-            metric_labels: metrics::MetricLabels { per_queue: true },
+            metric_labels: metrics::MetricLabels {
+                per_queue: true,
+                activity,
+            },
             limiter: Arc::new(LocalRateLimiter::new()),
             stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
             instance_id: Arc::new(uuid::Uuid::new_v4().to_string()),
@@ -106,7 +114,35 @@ impl Services {
             policy_cache: topics::PolicyCache::default(),
             aws_region: Arc::new("us-east-1".to_owned()),
             stored_bytes: Arc::default(),
+            queue_observers: Arc::default(),
         }
+    }
+
+    /// Tells `observer` of every queue the queue sampler finds, each walk, for as long as it
+    /// lives (held weakly: dropping it ends this).
+    pub fn observe_queues(&self, observer: &Arc<dyn QueueObserver>) {
+        let mut observers = self
+            .queue_observers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        observers.retain(|o| o.strong_count() > 0);
+        observers.push(Arc::downgrade(observer));
+    }
+
+    /// The observers alive now.
+    pub(crate) fn queue_observers(&self) -> Vec<Arc<dyn QueueObserver>> {
+        self.queue_observers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect()
+    }
+
+    /// How many messages this process sent to, received from and deleted from a queue since
+    /// it started (zero for one it has not counted; see `activity.rs`).
+    pub fn queue_activity(&self, tenant: &str, queue: &str) -> ActivityTotals {
+        self.metric_labels.activity.totals(tenant, queue)
     }
 
     /// The same services naming `region` in the ARNs they write (default `us-east-1`).

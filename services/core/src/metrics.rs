@@ -3,6 +3,7 @@
 //! (`sluice_queue_messages`, `sluice_queue_oldest_message_age_seconds`,
 //! `sluice_queue_stored_bytes`) refreshed by a sampler task. Which recorder collects them (Prometheus, in the gateway) is not this crate's business.
 
+use crate::activity::{Counted, QueueActivity};
 use crate::Services;
 use sluice_engine::{Millis, QueueInfo, QueueKey, QueueStats, TenantId};
 use std::collections::HashMap;
@@ -27,17 +28,28 @@ impl Event {
     }
 }
 
-/// How queue-level series are labelled.
-#[derive(Debug, Clone, Copy)]
+/// How queue-level series are labelled, and the per-queue totals kept beside them.
+#[derive(Clone)]
 pub(crate) struct MetricLabels {
     /// Whether series carry the `queue` label; off, a tenant's queues add up in one series.
     pub(crate) per_queue: bool,
+    /// Sent, received and deleted per queue, for the dashboard's rates (whatever the labels).
+    pub(crate) activity: std::sync::Arc<QueueActivity>,
 }
 
 impl MetricLabels {
-    pub(crate) fn count(self, key: &QueueKey, event: Event, n: u64) {
+    pub(crate) fn count(&self, key: &QueueKey, event: Event, n: u64) {
         if n == 0 {
             return;
+        }
+        let counted = match event {
+            Event::Sent => Some(Counted::Sent),
+            Event::Received => Some(Counted::Received),
+            Event::Deleted => Some(Counted::Deleted),
+            Event::DeadLettered => None,
+        };
+        if let Some(counted) = counted {
+            self.activity.add(key, counted, n);
         }
         let tenant = key.tenant.as_str().to_owned();
         if self.per_queue {
@@ -313,6 +325,9 @@ impl Services {
         crate::messages::publish_waiting_polls();
         let now = self.clock.now();
         gauges.begin(now);
+        let activity = &self.metric_labels.activity;
+        activity.begin_walk();
+        let observers = self.queue_observers();
         let per_queue = self.metric_labels.per_queue;
         let mut after_tenant: Option<TenantId> = None;
         loop {
@@ -328,6 +343,16 @@ impl Services {
                         .engine
                         .list_queues(&tenant.id, "", after_queue.as_ref(), PAGE, now)
                         .await?;
+                    activity.found(tenant.id.as_str(), queues.iter().map(|q| q.name.as_str()));
+                    if !observers.is_empty() {
+                        let page: Vec<_> = queues
+                            .iter()
+                            .map(|q| (q, activity.totals(tenant.id.as_str(), q.name.as_str())))
+                            .collect();
+                        for observer in &observers {
+                            observer.observe(&page, now);
+                        }
+                    }
                     if per_queue {
                         gauges.set_queues(tenant.id.as_str(), &queues, now);
                     } else {
@@ -350,6 +375,7 @@ impl Services {
             after_tenant = tenants.last().map(|t| t.id.clone());
         }
         gauges.finish(now);
+        activity.finish_walk();
         Ok(())
     }
 }
