@@ -138,7 +138,7 @@ test("the overview lists queues with counts and dead-letter depth, searches and 
   assert.equal(await page.locator("#queues tbody tr").count(), 2);
   const row = page.locator("#queues tbody tr", { has: page.getByRole("link", { name: "orders", exact: true }) });
   const cells = await row.locator("td").allTextContents();
-  assert.equal(cells.length, 5);
+  assert.equal(cells.length, 6, "counts, dead letters and the send-rate sparkline");
   assert.equal(cells[4].trim(), "1", "the DLQ depth of orders");
   await page.getByLabel("Queue names starting with").fill("bulk-");
   await page.getByRole("button", { name: "Search" }).click();
@@ -290,6 +290,13 @@ test("a queue nobody opened has a history, kept from the queue sampler", async (
   }
   assert.equal(h.visible.at(-1), 2, JSON.stringify(h));
   assert.ok(h.sent_per_second.at(-1) > 0, JSON.stringify(h));
+  // The overview draws that rate as the row's sparkline, named by its values.
+  await page.goto(`${base}/dashboard/queues?prefix=unopened`);
+  const spark = page.locator("#queues tbody tr", { has: page.getByRole("link", { name: "unopened", exact: true }) })
+    .getByRole("img", { name: /^sent per second over the last hour: latest \d/ });
+  assert.equal(await spark.count(), 1);
+  const peak = Number((await spark.getAttribute("aria-label")).match(/peak ([\d.]+)/)[1]);
+  assert.ok(peak > 0, `peak rate ${peak}`);
   await context.close();
 });
 

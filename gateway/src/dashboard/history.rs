@@ -28,6 +28,8 @@ pub(super) const MAX_QUEUES: usize = 256;
 const FOLLOW_FOR_MS: u64 = 24 * 3600 * 1000;
 /// The two rings: spacing between points and how many points.
 const HOUR: (u64, usize) = (60_000, 60);
+/// How many points the hour's ring holds (the overview's sparklines span it).
+pub(super) const HOUR_POINTS: usize = HOUR.1;
 const DAY: (u64, usize) = (15 * 60_000, 96);
 /// How often the task reads the viewed queues.
 const PERIOD: Duration = Duration::from_secs(60);

@@ -1,14 +1,16 @@
-//! The overview: one page of the tenant's queues with their counts and dead-letter depth,
-//! searched by name prefix and paged with the API's own list tokens, so a page costs the same
-//! with ten queues or ten thousand.
+//! The overview: one page of the tenant's queues with their counts, dead-letter depth and a
+//! sparkline of their send rate over the last hour (from the server-kept history), searched by
+//! name prefix and paged with the API's own list tokens, so a page costs the same with ten
+//! queues or ten thousand.
 
+use super::history::{Span, HOUR_POINTS};
 use super::layout::{self, age, count, Section};
 use super::{Answer, DashState, Session};
 use crate::dto::{ListQueuesQuery, Queue};
 use crate::extract::{PathParams, Query as ApiQuery};
 use crate::routes::queues;
 use axum::extract::{Query, State};
-use maud::html;
+use maud::{html, Markup};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -72,6 +74,7 @@ pub(super) async fn page(
                         th.num scope="col" { "Delayed" }
                         th.num scope="col" { "Oldest" }
                         th.num scope="col" { "Dead letters" }
+                        th scope="col" { "Sent, last hour" }
                     } }
                     tbody {
                         @for queue in &list.queues {
@@ -96,6 +99,13 @@ pub(super) async fn page(
                                         None => { "—" }
                                     }
                                 }
+                                td.spark {
+                                    (sparkline(&state.history.columns(
+                                        session.tenant.as_deref().unwrap_or_default(),
+                                        &queue.name,
+                                        Span::Hour,
+                                    ).sent_per_second))
+                                }
                             }
                         }
                     }
@@ -110,6 +120,56 @@ pub(super) async fn page(
         }
     };
     Ok(layout::page(&session, Section::Queues, "Queues", body))
+}
+
+/// Width and height of a sparkline, in SVG user units.
+const SPARK_WIDTH: f64 = 96.0;
+const SPARK_HEIGHT: f64 = 20.0;
+
+/// A rate series (oldest first, the newest drawn at the right edge of an hour-wide frame) as a
+/// small inline SVG line over a baseline, scaled to its own peak, with its latest and peak
+/// values as the accessible name; "—" when the history has no rate for the queue yet. Drawn
+/// with presentation attributes only, which the dashboard's CSP allows.
+fn sparkline(rates: &[Option<f64>]) -> Markup {
+    let known: Vec<(usize, f64)> = rates
+        .iter()
+        .enumerate()
+        .filter_map(|(i, rate)| rate.map(|r| (i, r.max(0.0))))
+        .collect();
+    let Some(&(_, latest)) = known.last() else {
+        return html! { span.muted { "—" } };
+    };
+    let peak = known.iter().map(|&(_, r)| r).fold(0.0, f64::max);
+    let baseline = SPARK_HEIGHT - 1.0;
+    let slot_width = SPARK_WIDTH / (HOUR_POINTS - 1) as f64;
+    // Slots counted back from the newest point, so a short history sits at the right.
+    let newest = rates.len().saturating_sub(1);
+    let point = |i: usize, rate: f64| {
+        let x = SPARK_WIDTH - (newest - i) as f64 * slot_width;
+        let y = if peak > 0.0 {
+            baseline - rate / peak * (SPARK_HEIGHT - 2.0)
+        } else {
+            baseline
+        };
+        format!("{:.1},{y:.1}", x.max(0.0))
+    };
+    let mut line: Vec<String> = known.iter().map(|&(i, rate)| point(i, rate)).collect();
+    if let [only] = line.as_slice() {
+        // One point: a tick up from the baseline, so it shows.
+        let x = only.split(',').next().unwrap_or("0").to_owned();
+        line.insert(0, format!("{x},{baseline:.1}"));
+    }
+    let label = format!("sent per second over the last hour: latest {latest:.2}, peak {peak:.2}");
+    html! {
+        svg.sparkline role="img" aria-label=(label) width=(SPARK_WIDTH) height=(SPARK_HEIGHT)
+            viewBox={ "0 0 " (SPARK_WIDTH) " " (SPARK_HEIGHT) } {
+            title { (label) }
+            line x1="0" y1=(baseline) x2=(SPARK_WIDTH) y2=(baseline) stroke="currentColor"
+                stroke-opacity="0.25" stroke-width="1" {}
+            polyline points=(line.join(" ")) fill="none" stroke="currentColor"
+                stroke-width="1.5" {}
+        }
+    }
 }
 
 fn urlencode(text: &str) -> String {
@@ -146,4 +206,28 @@ async fn dead_letter_depths(
         }
     }
     depths
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparklines_scale_to_their_peak_skip_gaps_and_name_their_values() {
+        // 60 points span 96 units: the newest at the right edge, slots 96/59 apart.
+        let svg = sparkline(&[None, Some(1.0), Some(4.0), None, Some(2.0)]).into_string();
+        assert!(
+            svg.contains(r#"points="91.1,14.5 92.7,1.0 96.0,10.0""#),
+            "{svg}"
+        );
+        assert!(svg.contains("latest 2.00, peak 4.00"), "{svg}");
+        // A flat zero rate lies on the baseline, not a division by zero.
+        let flat = sparkline(&[Some(0.0), Some(0.0)]).into_string();
+        assert!(flat.contains(r#"points="94.4,19.0 96.0,19.0""#), "{flat}");
+        // One point rises from the baseline at the right edge.
+        let one = sparkline(&[Some(3.0)]).into_string();
+        assert!(one.contains(r#"points="96.0,19.0 96.0,1.0""#), "{one}");
+        // No rate yet: a dash, no drawing.
+        assert!(!sparkline(&[None, None]).into_string().contains("<svg"));
+    }
 }
