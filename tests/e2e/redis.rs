@@ -374,11 +374,24 @@ async fn two_gateways_run_a_redrive_task_once_at_its_rate() {
         };
         let elapsed = started.elapsed().as_secs_f64();
         assert_eq!(finished["status"], "completed", "{finished}");
-        assert_eq!(finished["moved"], count);
+        // The count may fall short of the moves: a round whose gateway lost the task's lease
+        // mid-way (a loaded machine) has its progress write refused by compare-and-set, as
+        // after a kill. What must hold is below: every message in `back` once, none left.
+        let counted = finished["moved"].as_u64().unwrap_or(0);
+        assert!(
+            counted <= count && counted * 10 >= count * 9,
+            "moved {counted} of {count}: {finished}"
+        );
         let achieved = count as f64 / elapsed;
         assert!(
             (0.9..=1.1).contains(&(achieved / rate as f64)),
             "{count} at {rate}/s took {elapsed:.2} s: {achieved:.1}/s"
+        );
+        a.await_settled(&["back", "dlq"], count, &t).await;
+        assert_eq!(
+            a.message_count("dlq", &t).await,
+            0,
+            "all moved out of the DLQ"
         );
         let moved = drain(&a, "back", &t).await;
         let distinct: std::collections::HashSet<&String> = moved.iter().collect();
