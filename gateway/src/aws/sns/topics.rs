@@ -308,11 +308,7 @@ pub async fn tag_resource(
         add_tags,
         ..TopicChange::default()
     };
-    cx.services
-        .change_topic(cx.tenant, name, change)
-        .await
-        .map_err(SnsError::of_tagging)?;
-    Ok(XmlAnswer::new("sns", action).with_result())
+    change_tags(cx, action, name, change).await
 }
 
 /// `UntagResource`.
@@ -331,6 +327,17 @@ pub async fn untag_resource(
         remove_tags,
         ..TopicChange::default()
     };
+    change_tags(cx, action, name, change).await
+}
+
+/// Applies a tagging change (SNS answers tagging errors with their own codes) and answers with
+/// the empty result element SDKs expect.
+async fn change_tags(
+    cx: &Context<'_>,
+    action: &str,
+    name: &str,
+    change: TopicChange,
+) -> Result<XmlAnswer, SnsError> {
     cx.services
         .change_topic(cx.tenant, name, change)
         .await

@@ -121,6 +121,16 @@ fn in_range(name: &str, value: i64, min: i64, max: i64) -> Result<u32, SqsError>
     }
 }
 
+/// `VisibilityTimeout` of a visibility change (single or batch entry): required, 0–43200 s.
+fn visibility_timeout(value: Option<i64>) -> Result<u32, SqsError> {
+    let value = value.ok_or_else(|| {
+        SqsError::MissingParameter(
+            "The request must contain the parameter VisibilityTimeout.".into(),
+        )
+    })?;
+    in_range("VisibilityTimeout", value, 0, 43_200)
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct QueueUrlInput {
@@ -893,12 +903,7 @@ impl Ctx<'_> {
     ) -> Result<Value, SqsError> {
         let name = self.queue(&input.queue_url)?;
         let handle = required(&input.receipt_handle, "ReceiptHandle")?;
-        let timeout = input.visibility_timeout.ok_or_else(|| {
-            SqsError::MissingParameter(
-                "The request must contain the parameter VisibilityTimeout.".into(),
-            )
-        })?;
-        let timeout = in_range("VisibilityTimeout", timeout, 0, 43_200)?;
+        let timeout = visibility_timeout(input.visibility_timeout)?;
         match self
             .services
             .change_visibility(&self.tenant, &name, handle, timeout)
@@ -922,14 +927,9 @@ impl Ctx<'_> {
         let mut entries = Vec::new();
         for (id, entry) in ids.into_iter().zip(input.entries) {
             let checked = required(&entry.receipt_handle, "ReceiptHandle").and_then(|handle| {
-                let timeout = entry.visibility_timeout.ok_or_else(|| {
-                    SqsError::MissingParameter(
-                        "The request must contain the parameter VisibilityTimeout.".into(),
-                    )
-                })?;
                 Ok((
                     handle.to_owned(),
-                    in_range("VisibilityTimeout", timeout, 0, 43_200)?,
+                    visibility_timeout(entry.visibility_timeout)?,
                 ))
             });
             match checked {
