@@ -28,7 +28,10 @@ async fn the_v6_provider_call_sequence_converges_at_the_first_read() {
         key["access_key_id"].as_str().unwrap().to_owned(),
         key["secret_access_key"].as_str().unwrap().to_owned(),
     );
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/aws_terraform_v6.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/e2e/aws_terraform_v6.py"
+    );
     let endpoint = server.base.clone();
     let account = account_of(&tenant);
     let output = tokio::task::spawn_blocking(move || {
@@ -55,5 +58,8 @@ async fn the_v6_provider_call_sequence_converges_at_the_first_read() {
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("result: 4 passed; 0 failed"), "{stdout}");
     // The current botocore speaks SQS's JSON protocol, as the v6 provider does.
-    assert!(stdout.contains("(json protocol for SQS, query for SNS)"), "{stdout}");
+    assert!(
+        stdout.contains("(json protocol for SQS, query for SNS)"),
+        "{stdout}"
+    );
 }

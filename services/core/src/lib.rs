@@ -23,7 +23,10 @@ mod topics;
 mod usage;
 mod validate;
 
-pub use access_keys::{validate_access_key_id, validate_secret, AccessKey, MAX_ACCESS_KEYS};
+pub use access_keys::{
+    validate_access_key_id, validate_secret, AccessKey, AwsIdentity, AWS_IDENTITY_TTL,
+    MAX_ACCESS_KEYS,
+};
 pub use activity::{ActivityTotals, QueueObserver, MAX_COUNTED_QUEUES};
 pub use background::{Background, MAX_PACED_PAUSE};
 pub use error::ServiceError;
@@ -92,6 +95,8 @@ pub struct Services {
     stored_bytes: Arc<stored_bytes::StoredBytes>,
     /// Told of each queue the sampler finds (see [`Services::observe_queues`]).
     queue_observers: Arc<std::sync::Mutex<Vec<std::sync::Weak<dyn QueueObserver>>>>,
+    /// AWS requests' signers, recently read (see `access_keys.rs`).
+    aws_identities: Arc<access_keys::IdentityCache>,
 }
 
 impl Services {
@@ -115,6 +120,7 @@ impl Services {
             aws_region: Arc::new("us-east-1".to_owned()),
             stored_bytes: Arc::default(),
             queue_observers: Arc::default(),
+            aws_identities: Arc::new(access_keys::identity_cache()),
         }
     }
 
