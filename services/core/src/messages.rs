@@ -272,6 +272,7 @@ impl Services {
             )));
         }
         Ok(NewMessage {
+            payload: None,
             message_id: uuid::Uuid::new_v4().to_string(),
             body: request.body,
             attributes: request.attributes,
