@@ -1191,6 +1191,7 @@ impl Services {
             }
         }
         Ok(Publication {
+            payload: None,
             message_id: uuid::Uuid::new_v4().to_string(),
             body: request.body,
             attributes: request.attributes,

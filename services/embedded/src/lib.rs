@@ -55,6 +55,11 @@
 //! for sends, copies become receivable and counters change only once the commit is durable.
 //! Each topic's state is also kept in memory (`topic_entry.rs`), rebuilt at start-up.
 //!
+//! **Payloads** (`store.rs`, `ops/payload_events.rs`): a message whose body is in a payload
+//! store keeps its reference in the `msg_payload` table, and the transaction that writes or
+//! removes it for good also records the payload event in `payload_events` (moves carry it and
+//! record nothing), so events are exactly what reached the disk.
+//!
 //! **Layout.** `lib.rs` holds [`EmbeddedEngine`] and its opening and implements the engine
 //! traits by delegating to one module per operation under `ops/`. Shared by those: `catalog.rs`
 //! (the in-memory maps of queues, tenants, tombstones and topics), `queue_entry.rs` (one queue
@@ -83,10 +88,10 @@ use catalog::{QueueMap, TenantMap, TombstoneMap};
 use queue_entry::QueueDue;
 use sluice_engine::{
     DeadLetterRefusal, EngineError, HandleError, HandleKey, MessageState, Messages, Millis,
-    NewMessage, Publication, Published, Publishing, QueueConfig, QueueInfo, QueueKey,
-    QueueListener, QueueName, Queues, Quotas, ReceiveOutcome, Record, Records, RedriveOutcome,
-    SendRejection, SentMessage, SeqScan, StoredMessage, SubscriptionStats, TenantId, TenantRecord,
-    Tenants, TopicKey, Transfers, Upkeep,
+    NewMessage, PayloadEventBatch, Payloads, Publication, Published, Publishing, QueueConfig,
+    QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas, ReceiveOutcome, Record, Records,
+    RedriveOutcome, SendRejection, SentMessage, SeqScan, StoredMessage, SubscriptionStats,
+    TenantId, TenantRecord, Tenants, TopicKey, Transfers, Upkeep,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -399,6 +404,17 @@ impl Records for EmbeddedEngine {
         limit: usize,
     ) -> Result<Vec<(String, Record)>, EngineError> {
         self.list_records(kind, prefix, after, limit).await
+    }
+}
+
+#[async_trait]
+impl Payloads for EmbeddedEngine {
+    async fn payload_events(&self, limit: usize) -> Result<PayloadEventBatch, EngineError> {
+        self.payload_events(limit).await
+    }
+
+    async fn ack_payload_events(&self, batch: &PayloadEventBatch) -> Result<(), EngineError> {
+        self.ack_payload_events(batch).await
     }
 }
 

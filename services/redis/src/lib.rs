@@ -31,6 +31,11 @@
 //!   entry acknowledged; [`Publishing::recover_publications`] completes interrupted fan-outs.
 //!   A FIFO publisher first delivers every entry still pending before its own, so queues get
 //!   a topic's copies in sequence order.
+//! * **Payloads** (`ops/payload_events.rs`): a message whose body is in a payload store keeps
+//!   its reference in its JSON and a tag in the queue's `pay` hash; the script that adds or
+//!   removes it for good appends the payload event to the queue's (or, for a publication's
+//!   copies, the topic's) own log, so no event costs a round trip of its own;
+//!   [`Payloads`] walks the registry of logs to read and trim them.
 //! * **Caches** (`cache.rs`): queue configurations and known tenants for
 //!   [`RedisOptions::cache_ttl`] (1 s by default), so a send, a receive and a delete batch
 //!   are each one Redis call.
@@ -82,9 +87,10 @@ use keys::Keys;
 use sluice_engine::TtlCache;
 use sluice_engine::{
     Admission, DeadLetterRefusal, EngineError, HandleError, HandleKey, MessageState, Messages,
-    Millis, NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas,
-    RateLimit, RateLimiter, ReceiveOutcome, Record, Records, RedriveOutcome, SendRejection,
-    SentMessage, SeqScan, StoredMessage, TenantId, TenantRecord, Tenants, Transfers, Upkeep,
+    Millis, NewMessage, PayloadEventBatch, Payloads, QueueConfig, QueueInfo, QueueKey,
+    QueueListener, QueueName, Queues, Quotas, RateLimit, RateLimiter, ReceiveOutcome, Record,
+    Records, RedriveOutcome, SendRejection, SentMessage, SeqScan, StoredMessage, TenantId,
+    TenantRecord, Tenants, Transfers, Upkeep,
 };
 use sluice_engine::{Publication, Published, Publishing, SubscriptionStats, TopicKey};
 use std::collections::BTreeMap;
@@ -107,6 +113,8 @@ pub struct RedisEngine {
     /// Authenticates receipt handles; the one stored under the prefix, so every gateway on
     /// this Redis accepts the others' handles.
     handle_key: HandleKey,
+    /// Payload event logs this process registered (registrations are kept for good).
+    payload_logs: ops::payload_events::KnownLogs,
 }
 
 impl std::fmt::Debug for RedisEngine {
@@ -165,6 +173,7 @@ impl RedisEngine {
             missing_dlqs: TtlCache::new(ops::transfers::MISSING_DLQ_TTL),
             known_tenants: TtlCache::new(options.cache_ttl),
             handle_key,
+            payload_logs: ops::payload_events::KnownLogs::default(),
         })
     }
 
@@ -436,6 +445,17 @@ impl Records for RedisEngine {
         limit: usize,
     ) -> Result<Vec<(String, Record)>, EngineError> {
         self.list_records(kind, prefix, after, limit).await
+    }
+}
+
+#[async_trait]
+impl Payloads for RedisEngine {
+    async fn payload_events(&self, limit: usize) -> Result<PayloadEventBatch, EngineError> {
+        self.payload_events(limit).await
+    }
+
+    async fn ack_payload_events(&self, batch: &PayloadEventBatch) -> Result<(), EngineError> {
+        self.ack_payload_events(batch).await
     }
 }
 

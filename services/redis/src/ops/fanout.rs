@@ -31,6 +31,7 @@
 
 use super::fanout_ack::Ack;
 use super::fanout_apply::{Applied, ApplyMode, CopyIn, FANOUT_APPLIED_WINDOW_MS};
+use super::payload_events::payload_tag;
 use super::publish::PENDING_LIMIT;
 use super::transfer_registry::RecoveryIndex;
 use super::transfers::RECOVERY_GRACE_MS;
@@ -96,6 +97,7 @@ impl Entry {
         let delivery = &p.deliveries[d];
         let rendered = p.render(delivery, self.seq);
         let size = rendered.size();
+        let payload_tag = payload_tag(&delivery.message_id, rendered.payload.as_ref());
         Ok(CopyIn {
             apply_id: format!("{}/{}", p.message_id, delivery.subscription_id),
             msg: to_json(&StoredBody {
@@ -105,10 +107,12 @@ impl Entry {
                 group_id: p.group_id.clone(),
                 deduplication_id: p.deduplication_id.clone(),
                 dead_letter: None,
+                payload: rendered.payload,
             })?,
             size,
             sent_at: self.published_at,
             group: p.group_id.clone(),
+            payload_tag,
         })
     }
 }
@@ -126,7 +130,7 @@ impl RedisEngine {
         slots: &[(Slot, Option<DeliveryFailure>)],
         mode: ApplyMode,
         now: Millis,
-    ) -> Result<Option<Vec<Applied>>, EngineError> {
+    ) -> Result<Vec<Applied>, EngineError> {
         let copies = slots
             .iter()
             .map(|((e, d), _)| entries[*e].copy(*d))
@@ -188,8 +192,7 @@ impl RedisEngine {
             BTreeMap::new();
         for (queue, slots, result) in applied {
             let answers = match result {
-                Ok(Some(answers)) => answers,
-                Ok(None) => vec![Applied::Refused(DeliveryFailure::QueueMissing); slots.len()],
+                Ok(answers) => answers,
                 Err(e) => {
                     tracing::warn!(%topic, queue = %queue, "fan-out apply failed: {e}");
                     continue;
@@ -219,8 +222,7 @@ impl RedisEngine {
         .await;
         for (dlq, slots, result) in dead {
             let made = match result {
-                Ok(Some(answers)) => answers,
-                Ok(None) => vec![Applied::Refused(DeliveryFailure::QueueMissing); slots.len()],
+                Ok(answers) => answers,
                 Err(e) => {
                     tracing::warn!(%topic, queue = %dlq, "fan-out dead-letter apply failed: {e}");
                     continue;
@@ -308,7 +310,20 @@ impl RedisEngine {
                     .deliveries
                     .iter()
                     .zip(o)
-                    .map(|(d, o)| (d.subscription_id.clone(), *o == DeliveryOutcome::Delivered))
+                    .map(|(d, o)| {
+                        // A copy no queue took leaves for good: its payload is released.
+                        let release = match o {
+                            DeliveryOutcome::Failed(_) => {
+                                payload_tag(&d.message_id, entry.publication.payload.as_ref())
+                            }
+                            _ => String::new(),
+                        };
+                        (
+                            d.subscription_id.clone(),
+                            *o == DeliveryOutcome::Delivered,
+                            release,
+                        )
+                    })
                     .collect();
                 (entry.id.clone(), deliveries)
             })
@@ -389,6 +404,42 @@ impl RedisEngine {
             })
             .collect();
         Ok(answers)
+    }
+
+    /// Finishes every pending entry of a deleted tenant's topic before its outbox goes, once
+    /// the tenant's queues are gone: each copy not applied yet fails (its queue and dead-letter
+    /// queue are missing), so the ack releases its payload; the copies applied before were
+    /// released with their queue. Without this, a payload whose copies were still pending would
+    /// never be released. A pass that cannot finish an entry fails the deletion (retried).
+    pub(crate) async fn settle_deleted_topic(
+        &self,
+        topic: &TopicKey,
+        now: Millis,
+    ) -> Result<(), EngineError> {
+        loop {
+            let (more, pending) = self.fanout_pending(topic, PENDING_LIMIT).await?;
+            let entries: Vec<Entry> = pending
+                .into_iter()
+                .filter(|(_, value)| !value.is_empty())
+                .filter_map(|(id, value)| Entry::parse(id, &value).ok())
+                .collect();
+            if entries.is_empty() {
+                return Ok(());
+            }
+            let outcomes = self.deliver(topic, &entries, now, None).await;
+            self.acknowledge(topic, &entries, &outcomes).await?;
+            if outcomes
+                .iter()
+                .any(|o| o.contains(&DeliveryOutcome::Pending))
+            {
+                return Err(EngineError::Unavailable(format!(
+                    "could not finish the pending fan-outs of {topic}"
+                )));
+            }
+            if !more {
+                return Ok(());
+            }
+        }
     }
 
     /// Completes the fan-outs of the topics due by `now` (a bounded batch); answers how many

@@ -4,6 +4,7 @@
 //! repeated apply answers what the first one did.
 
 use super::transfer_apply::APPLIED_WINDOW_MS;
+use crate::codec::Reply;
 use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use sluice_engine::{DeliveryFailure, EngineError, Millis, QueueKey};
@@ -35,6 +36,8 @@ pub(crate) struct CopyIn {
     /// The publish.
     pub sent_at: Millis,
     pub group: Option<String>,
+    /// The copy's payload tag (`ops/payload_events.rs`; empty without a payload).
+    pub payload_tag: String,
 }
 
 /// What became of one copy.
@@ -47,14 +50,20 @@ pub(crate) enum Applied {
 }
 
 impl RedisEngine {
-    /// Inserts `copies` into `key`, in order. `None`: the queue does not exist.
+    /// Inserts `copies` into `key`, in order. A missing queue refuses each copy as
+    /// `QueueMissing`, except those applied before it was deleted: they were made (and went
+    /// with the queue), so a repeat neither sends them elsewhere nor releases their payload
+    /// again.
     pub(crate) async fn fanout_apply(
         &self,
         key: &QueueKey,
         copies: &[CopyIn],
         mode: ApplyMode,
         now: Millis,
-    ) -> Result<Option<Vec<Applied>>, EngineError> {
+    ) -> Result<Vec<Applied>, EngineError> {
+        if copies.iter().any(|c| !c.payload_tag.is_empty()) {
+            self.register_queue_payload_log(key).await?;
+        }
         let queue_id = Keys::queue_id(key);
         let mut call = self.queue_call(&scripts::FANOUT_APPLY, key);
         call.arg(now)
@@ -71,11 +80,22 @@ impl RedisEngine {
                 .arg(&c.msg)
                 .arg(c.size)
                 .arg(c.sent_at)
-                .arg(c.group.as_deref().unwrap_or_default());
+                .arg(c.group.as_deref().unwrap_or_default())
+                .arg(&c.payload_tag);
         }
-        let Some(mut reply) = self.run_queue(key, &call, true).await? else {
-            return Ok(None);
-        };
+        let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
+        if reply.int()? == 0 {
+            self.configs.remove(key);
+            return copies
+                .iter()
+                .map(|_| {
+                    Ok(match reply.int()? {
+                        1 => Applied::Made,
+                        _ => Applied::Refused(DeliveryFailure::QueueMissing),
+                    })
+                })
+                .collect();
+        }
         let mut answers = Vec::with_capacity(copies.len());
         let mut earliest: Option<Millis> = None;
         for c in copies {
@@ -100,6 +120,6 @@ impl RedisEngine {
                 .arg(&queue_id);
             self.redis.query::<i64>(&due).await?;
         }
-        Ok(Some(answers))
+        Ok(answers)
     }
 }

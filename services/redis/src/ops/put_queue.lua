@@ -21,8 +21,10 @@ end
 local created = 0
 if redis.call('EXISTS', META) == 0 then
   created = 1
-  -- A new incarnation starts empty, whatever an interrupted past left behind.
-  redis.call('UNLINK', unpack(KEYS, 1, QUEUE_KEYS))
+  -- A new incarnation starts empty, whatever an interrupted past left behind (a payload
+  -- message among that leaves for good).
+  release_all()
+  unlink_queue_keys(nil)
   redis.call('HSET', META, 'uid', ARGV[2], 'created_at', ARGV[1], 'seq', 0, 'delivery', 0)
 end
 redis.call('HSET', META, 'config', ARGV[3], 'retention', ARGV[4], 'max_depth', ARGV[5],

@@ -1,12 +1,13 @@
 //! Sending a batch of messages (`send.lua`): one script call for the whole batch.
 
 use super::calls::not_found;
+use super::payload_events::payload_tag;
 use crate::codec::{to_json, StoredBody};
 use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use sluice_engine::{
-    message_size, EngineError, Millis, NewMessage, QueueKey, SendRejection, SentMessage,
-    DEDUPLICATION_WINDOW_MS,
+    message_size_with_payload, EngineError, Millis, NewMessage, QueueKey, SendRejection,
+    SentMessage, DEDUPLICATION_WINDOW_MS,
 };
 
 impl RedisEngine {
@@ -20,6 +21,9 @@ impl RedisEngine {
             return Ok(Vec::new());
         }
         let fifo = key.name.is_fifo();
+        if messages.iter().any(|m| m.payload.is_some()) {
+            self.register_queue_payload_log(key).await?;
+        }
         let queue_id = Keys::queue_id(key);
         let mut call = self.queue_call(&scripts::SEND, key);
         call.arg(now)
@@ -29,7 +33,8 @@ impl RedisEngine {
         let mut ids = Vec::with_capacity(messages.len());
         for m in messages {
             let (group, dedup) = (m.group_id.clone(), m.deduplication_id.clone());
-            let size = message_size(&m.body, &m.attributes);
+            let size = message_size_with_payload(&m.body, &m.attributes, m.payload.as_ref());
+            let tag = payload_tag(&m.message_id, m.payload.as_ref());
             call.arg(m.visible_at).arg(to_json(&StoredBody {
                 message_id: m.message_id.clone(),
                 body: m.body,
@@ -37,8 +42,9 @@ impl RedisEngine {
                 group_id: m.group_id,
                 deduplication_id: m.deduplication_id,
                 dead_letter: None,
+                payload: m.payload,
             })?);
-            call.arg(size);
+            call.arg(size).arg(tag);
             if fifo {
                 // The services guarantee both on FIFO queues; without them a message joins the
                 // group "" and is never a duplicate.

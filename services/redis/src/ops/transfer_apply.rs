@@ -1,6 +1,7 @@
 //! The apply step of a move (`transfer_apply.lua`): in the destination queue's slot, the
 //! message is inserted as a new one unless its transfer id was applied there before.
 
+use crate::codec::Reply;
 use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use sluice_engine::{EngineError, Millis, QueueKey};
@@ -18,17 +19,25 @@ pub(crate) struct Arrival {
     pub group: Option<String>,
     /// Its size as `max_message_bytes` counts it (the destination's stored bytes grow by it).
     pub size: usize,
+    /// Its payload tag (`ops/payload_events.rs`; empty without a payload): carried, never
+    /// released or added by a move.
+    pub payload_tag: String,
 }
 
 impl RedisEngine {
     /// Inserts the arrivals into `key`; per arrival whether it was inserted now (`false`: an
-    /// earlier apply of the same transfer did). `None`: the destination does not exist.
+    /// earlier apply of the same transfer did). `Err` per arrival: the destination does not
+    /// exist — `true` if this transfer was applied before it was deleted (the message went
+    /// with it: the move is done and must not be reverted), `false` if never.
     pub(crate) async fn transfer_apply(
         &self,
         key: &QueueKey,
         arrivals: &[Arrival],
         now: Millis,
-    ) -> Result<Option<Vec<bool>>, EngineError> {
+    ) -> Result<Result<Vec<bool>, Vec<bool>>, EngineError> {
+        if arrivals.iter().any(|a| !a.payload_tag.is_empty()) {
+            self.register_queue_payload_log(key).await?;
+        }
         let queue_id = Keys::queue_id(key);
         let mut call = self.queue_call(&scripts::TRANSFER_APPLY, key);
         call.arg(now)
@@ -40,11 +49,18 @@ impl RedisEngine {
                 .arg(&a.msg)
                 .arg(a.sent_at)
                 .arg(a.group.as_deref().unwrap_or_default())
-                .arg(a.size);
+                .arg(a.size)
+                .arg(&a.payload_tag);
         }
-        let Some(mut reply) = self.run_queue(key, &call, true).await? else {
-            return Ok(None);
-        };
+        let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
+        if reply.int()? == 0 {
+            self.configs.remove(key);
+            let applied = arrivals
+                .iter()
+                .map(|_| Ok(reply.int()? == 1))
+                .collect::<Result<Vec<bool>, EngineError>>()?;
+            return Ok(Err(applied));
+        }
         let mut fresh = Vec::with_capacity(arrivals.len());
         for _ in arrivals {
             fresh.push(reply.u64()? != 0);
@@ -67,6 +83,6 @@ impl RedisEngine {
                 .arg(&queue_id);
             self.redis.query::<i64>(&due).await?;
         }
-        Ok(Some(fresh))
+        Ok(Ok(fresh))
     }
 }

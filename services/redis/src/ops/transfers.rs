@@ -27,8 +27,8 @@ use crate::codec::{from_json, to_json, StoredBody};
 use crate::keys::Keys;
 use crate::RedisEngine;
 use sluice_engine::{
-    message_size, DeadLetter, DeadLetterRefusal, EngineError, HandleError, Millis, QueueKey,
-    QueueName, ReceiptHandle, RedriveOutcome,
+    message_size_with_payload, DeadLetter, DeadLetterRefusal, EngineError, HandleError, Millis,
+    QueueKey, QueueName, ReceiptHandle, RedriveOutcome,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -106,7 +106,15 @@ impl RedisEngine {
                 i,
                 Arrival {
                     transfer_id: id.clone(),
-                    size: message_size(&body.body, &body.attributes),
+                    size: message_size_with_payload(
+                        &body.body,
+                        &body.attributes,
+                        body.payload.as_ref(),
+                    ),
+                    payload_tag: super::payload_events::payload_tag(
+                        &body.message_id,
+                        body.payload.as_ref(),
+                    ),
                     msg: to_json(&body)?,
                     sent_at,
                     group: intent.grp.clone(),
@@ -118,12 +126,20 @@ impl RedisEngine {
             let (indexes, arrivals): (Vec<usize>, Vec<Arrival>) = arrivals.into_iter().unzip();
             match self.transfer_apply(&destination, &arrivals, now).await? {
                 // Inserted now or by an earlier apply of the same transfer: moved either way.
-                Some(_) => {
+                Ok(_) => {
                     for i in indexes {
                         outcome[i] = Completion::Moved;
                     }
                 }
-                None => self.configs.remove(&destination),
+                // Gone: a message applied before the deletion went with it (moved, then
+                // deleted); the others go back to the source.
+                Err(applied) => {
+                    for (i, applied) in indexes.into_iter().zip(applied) {
+                        if applied {
+                            outcome[i] = Completion::Moved;
+                        }
+                    }
+                }
             }
         }
         if crash == Some(CrashPoint::AfterApply) {
