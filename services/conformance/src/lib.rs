@@ -14,6 +14,9 @@
 //! sluice_conformance::engine_suite!(make, spill_to = sluice_conformance::spill::local_store);
 //! ```
 //!
+//! [`spill`] runs the same cases with payload spill on: the engine keeps references, a payload
+//! store (local folder or S3) the bodies.
+//!
 //! [`fifo_concurrency`] is the one long-running case, run by each engine's own test with as
 //! many engines over one store as the engine allows.
 
