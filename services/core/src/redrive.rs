@@ -14,7 +14,9 @@
 //! the gateway working on it until `lease_until`; a lease that ran out is free), one round
 //! moves the next messages in seq order — the order they arrived in the DLQ — up to the task's
 //! token bucket (`max_messages_per_second`, refilled from the time since its last round, at
-//! most one second's worth), then writes the progress and renews the lease in one CAS. Only
+//! most one second's worth), then writes the progress and renews the lease in one CAS; a
+//! gateway taking a free lease first writes it alone, by CAS, so that only one of several
+//! gateways finding it free at once moves anything. Only
 //! messages that were in the DLQ when the task started are moved (their seqs are at most the
 //! queue's last seq then); messages that arrive later stay.
 //!
@@ -370,6 +372,18 @@ impl Services {
             .is_some_and(|owner| owner != me && task.lease_until > now);
         if held_by_other {
             return Ok(());
+        }
+        let mut version = version;
+        if task.lease_owner.as_deref() != Some(me) || task.lease_until <= now {
+            // Take a free lease before moving anything: two gateways that both found it free
+            // would otherwise both move the task's next messages, and the one whose progress
+            // write then loses the compare-and-set would drop its count.
+            task.lease_owner = Some(me.to_owned());
+            task.lease_until = now + LEASE_MS;
+            if !self.write_task(tenant, &task, version).await? {
+                return Ok(());
+            }
+            version += 1;
         }
         let elapsed = now.saturating_sub(task.refilled_at) as f64 / 1000.0;
         let rate = f64::from(task.max_messages_per_second);
