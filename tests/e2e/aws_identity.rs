@@ -512,6 +512,29 @@ async fn get_caller_identity_answers_the_keys_account() {
     )
     .await
     .assert_error(400, "InvalidAction");
+    // EC2 in its own error shape, which SDKs parse (and so do not retry): Terraform providers
+    // before 4.0 ask EC2 for the account's platforms while configuring.
+    let ec2 = signed_post(
+        &server,
+        (&id, &secret),
+        "ec2",
+        "Action=DescribeAccountAttributes&AttributeName.1=supported-platforms&Version=2016-11-15",
+        now,
+    )
+    .await;
+    assert_eq!(ec2.status, 400, "{}", ec2.text);
+    assert!(
+        ec2.text
+            .contains("<Response><Errors><Error><Code>InvalidAction</Code>"),
+        "{}",
+        ec2.text
+    );
+    assert_eq!(
+        ec2.element("RequestID"),
+        ec2.request_id.as_deref(),
+        "{}",
+        ec2.text
+    );
 
     // Unsigned Query requests are refused; anything else at `/` answers as before.
     send(

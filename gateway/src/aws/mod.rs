@@ -323,7 +323,7 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
         ("sts", None) => AwsError::MissingAction.query_response(&service),
         ("sns", _) => sns::handle(&state, &caller, &params).await,
         (_, action) => AwsError::InvalidAction(format!(
-            "Could not find operation {} for version {}: the {service} service is not served yet",
+            "Could not find operation {} for version {}: Sluice does not serve the {service} service",
             action.as_deref().or(target.as_deref()).unwrap_or("(none)"),
             version.as_deref().unwrap_or("(none)")
         ))

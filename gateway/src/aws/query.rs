@@ -394,6 +394,20 @@ pub fn error_answer(
     message: &str,
 ) -> Response {
     let request_id = current_request_id();
+    if service == "ec2" {
+        // EC2's Query dialect has an error shape of its own. No EC2 action is served; the
+        // shape matters because SDKs retry an error they cannot parse (older Terraform
+        // providers ask EC2 for the account's platforms while configuring).
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error>\
+             <Code>{}</Code><Message>{}</Message></Error></Errors><RequestID>{}</RequestID>\
+             </Response>",
+            xml_escape(code),
+            xml_escape(message),
+            xml_escape(&request_id),
+        );
+        return xml_response(status, body, &request_id);
+    }
     let body = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ErrorResponse xmlns=\"{}\">\
          <Error><Type>{}</Type><Code>{}</Code><Message>{}</Message></Error>\

@@ -51,10 +51,17 @@ provider "aws" {
 
   # Sluice serves SQS, SNS and STS GetCallerIdentity on one listener. The account id comes
   # from STS, so the provider needs no skip_requesting_account_id.
+  #
+  # IAM and EC2 point at Sluice too, which refuses them at once: providers before 4.0 call
+  # IAM GetUser and EC2 DescribeAccountAttributes while configuring, and would otherwise retry
+  # them against AWS for about a minute per command where AWS is unreachable, before going on
+  # without their answers. Newer providers make neither call.
   endpoints {
     sqs = var.sluice_url
     sns = var.sluice_url
     sts = var.sluice_url
+    iam = var.sluice_url
+    ec2 = var.sluice_url
   }
   skip_credentials_validation = true
   skip_metadata_api_check     = true
