@@ -24,15 +24,7 @@
 --         outlive it), else 0} if the queue does not exist, else {1, per copy: 1 inserted now,
 --         2 applied before, 3 refused as too large, 4 refused as the queue is full}
 if redis.call('EXISTS', META) == 0 then
-  local gone = { 0 }
-  for i = 7, #ARGV, 6 do
-    if redis.call('ZSCORE', APPLIED, ARGV[i]) then
-      gone[#gone + 1] = 1
-    else
-      gone[#gone + 1] = 0
-    end
-  end
-  return gone
+  return applied_before_deletion(7, 6)
 end
 local mode = ARGV[5]
 if mode ~= 'copy' and mode ~= 'dead' then

@@ -182,6 +182,17 @@ local function unlink_queue_keys(window)
   end
 end
 
+-- The reply of an apply into a queue that no longer exists: 0, then per item (its id at
+-- ARGV[first], ARGV[first + stride], ...) 1 if it was applied before the deletion (the
+-- `applied` ids outlive it), else 0.
+local function applied_before_deletion(first, stride)
+  local gone = { 0 }
+  for i = first, #ARGV, stride do
+    gone[#gone + 1] = redis.call('ZSCORE', APPLIED, ARGV[i]) and 1 or 0
+  end
+  return gone
+end
+
 -- Records the size of message m, just added, and adds it to the queue's stored_bytes; with a
 -- payload tag ('' or nil: none), records its payload reference too.
 local function add_size(m, size, tag)

@@ -14,15 +14,7 @@
 --         `applied` ids outlive it), else 0} if the queue does not exist, else {1, per
 --         message: its new seq, or 0 if this transfer was applied before}
 if redis.call('EXISTS', META) == 0 then
-  local gone = { 0 }
-  for i = 5, #ARGV, 6 do
-    if redis.call('ZSCORE', APPLIED, ARGV[i]) then
-      gone[#gone + 1] = 1
-    else
-      gone[#gone + 1] = 0
-    end
-  end
-  return gone
+  return applied_before_deletion(5, 6)
 end
 local now = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', APPLIED, '-inf', int(now - tonumber(ARGV[4])))
