@@ -462,10 +462,7 @@ fn resolve_payloads(
     store: &Store,
     data_dir: &Path,
 ) -> Result<PayloadConfig, ConfigError> {
-    let named = args
-        .payload_store
-        .clone()
-        .or(file.payload_store.clone());
+    let named = args.payload_store.clone().or(file.payload_store.clone());
     let kind = named.unwrap_or_else(|| match store {
         Store::Embedded => "local".into(),
         Store::Redis { .. } => "none".into(),

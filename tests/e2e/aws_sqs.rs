@@ -14,7 +14,8 @@ use std::time::SystemTime;
 
 const FORM: &str = "application/x-www-form-urlencoded; charset=utf-8";
 const JSON: &str = "application/x-amz-json-1.0";
-pub(crate) const ALL_QUEUE_SCOPES: [&str; 3] = ["queues:manage", "messages:send", "messages:consume"];
+pub(crate) const ALL_QUEUE_SCOPES: [&str; 3] =
+    ["queues:manage", "messages:send", "messages:consume"];
 
 /// A tenant with an access key, on a running server.
 pub(crate) struct Tenant {

@@ -129,13 +129,7 @@ async fn post(server: &Server, t: &str, path: &str, body: Value) -> (u16, Value)
 }
 
 async fn send(server: &Server, t: &str, queue: &str, message: Value) -> Value {
-    let (status, sent) = post(
-        server,
-        t,
-        &format!("/v1/queues/{queue}/messages"),
-        message,
-    )
-    .await;
+    let (status, sent) = post(server, t, &format!("/v1/queues/{queue}/messages"), message).await;
     assert!(status == 201 || status == 200, "{status} {sent}");
     sent
 }
@@ -190,7 +184,10 @@ fn assert_body(got: &Value, want: &str) {
 #[track_caller]
 fn assert_message(message: &Value, body: &str, sent: &Value) {
     assert_body(&message["body"], body);
-    assert_eq!(message["md5_of_body"].as_str(), Some(md5_hex(body).as_str()));
+    assert_eq!(
+        message["md5_of_body"].as_str(),
+        Some(md5_hex(body).as_str())
+    );
     assert_eq!(message["md5_of_body"], sent["md5_of_body"]);
     assert_eq!(message["md5_of_attributes"], sent["md5_of_attributes"]);
 }
@@ -245,7 +242,12 @@ async fn spilled_bodies_round_trip(server: &Server, objects: &Objects, tenant: &
     assert_eq!(by_id(&received, &large_sent)["attributes"], attributes);
 
     // A batch of mixed sizes: each entry reads back as sent.
-    let bodies = [body(10, "b0"), body(2000, "b1"), body(3000, "b2"), body(1024, "b3")];
+    let bodies = [
+        body(10, "b0"),
+        body(2000, "b1"),
+        body(3000, "b2"),
+        body(1024, "b3"),
+    ];
     let entries: Vec<Value> = bodies
         .iter()
         .enumerate()
@@ -260,7 +262,11 @@ async fn spilled_bodies_round_trip(server: &Server, objects: &Objects, tenant: &
     .await;
     assert_eq!(status, 200, "{batch}");
     assert_eq!(batch["successful"].as_array().unwrap().len(), 4, "{batch}");
-    assert_eq!(objects.count().await, 3, "b1 and b2 spill; b3 is at the threshold");
+    assert_eq!(
+        objects.count().await,
+        3,
+        "b1 and b2 spill; b3 is at the threshold"
+    );
     let mut got: Vec<String> = receive(server, &t, "big")
         .await
         .iter()
@@ -274,7 +280,12 @@ async fn spilled_bodies_round_trip(server: &Server, objects: &Objects, tenant: &
     let mut want = bodies.to_vec();
     want.sort();
     let lengths = |v: &[String]| v.iter().map(String::len).collect::<Vec<_>>();
-    assert!(got == want, "bodies of {:?} bytes, not {:?}", lengths(&got), lengths(&want));
+    assert!(
+        got == want,
+        "bodies of {:?} bytes, not {:?}",
+        lengths(&got),
+        lengths(&want)
+    );
 
     // FIFO content-based deduplication over the full body: the duplicate stores nothing.
     put_queue(
@@ -301,7 +312,11 @@ async fn spilled_bodies_round_trip(server: &Server, objects: &Objects, tenant: &
     .await;
     assert_eq!(again["duplicate"], true, "{again}");
     assert_eq!(again["message_id"], first["message_id"]);
-    assert_eq!(objects.count().await, 4, "the duplicate left no second object");
+    assert_eq!(
+        objects.count().await,
+        4,
+        "the duplicate left no second object"
+    );
     let fifo = receive(server, &t, "f.fifo").await;
     assert_eq!(fifo.len(), 1);
     assert_message(&fifo[0], &fifo_body, &first);
@@ -341,9 +356,7 @@ async fn spilled_bodies_round_trip(server: &Server, objects: &Objects, tenant: &
     for queue in ["raw", "enveloped"] {
         put_queue(server, &t, queue, json!({})).await;
     }
-    let (status, answer) = server
-        .call(Method::PUT, "/v1/topics/news", &t, None)
-        .await;
+    let (status, answer) = server.call(Method::PUT, "/v1/topics/news", &t, None).await;
     assert_eq!(status, 201, "{answer}");
     for (queue, raw) in [("raw", true), ("enveloped", false)] {
         let (status, answer) = post(
@@ -367,11 +380,17 @@ async fn spilled_bodies_round_trip(server: &Server, objects: &Objects, tenant: &
     assert_eq!(objects.count().await, 6, "one object for both copies");
     let raw = receive(server, &t, "raw").await;
     assert_body(&raw[0]["body"], &news);
-    assert_eq!(raw[0]["md5_of_body"].as_str(), Some(md5_hex(&news).as_str()));
+    assert_eq!(
+        raw[0]["md5_of_body"].as_str(),
+        Some(md5_hex(&news).as_str())
+    );
     assert_eq!(raw[0]["attributes"], attributes);
     let enveloped = receive(server, &t, "enveloped").await;
     let text = enveloped[0]["body"].as_str().unwrap();
-    assert_eq!(enveloped[0]["md5_of_body"].as_str(), Some(md5_hex(text).as_str()));
+    assert_eq!(
+        enveloped[0]["md5_of_body"].as_str(),
+        Some(md5_hex(text).as_str())
+    );
     let envelope: Value = serde_json::from_str(text).unwrap();
     assert_body(&envelope["Message"], &news);
     assert_eq!(envelope["MessageId"], published["message_id"]);
@@ -413,7 +432,10 @@ async fn the_aws_endpoint_delivers_spilled_bodies_with_their_md5() {
     put_queue(&server, &t, "q", json!({})).await;
     let large = body(20_000, "aws");
     let sent = send(&server, &t, "q", json!({"body": large})).await;
-    assert_eq!(Objects::Folder(dir.path().join("payloads")).count().await, 1);
+    assert_eq!(
+        Objects::Folder(dir.path().join("payloads")).count().await,
+        1
+    );
     let sqs = sdk_client(&server, &tenant);
     let url = tenant.queue_url(&server, "q");
     let received = sqs
@@ -438,9 +460,14 @@ async fn the_aws_endpoint_delivers_spilled_bodies_with_their_md5() {
         .send()
         .await
         .expect("the SDK checks the answered MD5 of its own body");
-    assert_eq!(Objects::Folder(dir.path().join("payloads")).count().await, 2);
+    assert_eq!(
+        Objects::Folder(dir.path().join("payloads")).count().await,
+        2
+    );
     let peeked = peek(&server, &t, "q").await;
-    assert!(peeked.iter().any(|m| m["body"].as_str() == Some(via_sdk.as_str())));
+    assert!(peeked
+        .iter()
+        .any(|m| m["body"].as_str() == Some(via_sdk.as_str())));
 }
 
 /// A TCP path to the S3 server that the test can cut and restore: moto keeps nothing across a
@@ -470,9 +497,7 @@ impl CuttablePath {
     fn restore(&self) {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.set_reuseaddr(true).unwrap();
-        socket
-            .bind(([127, 0, 0, 1], self.port).into())
-            .unwrap();
+        socket.bind(([127, 0, 0, 1], self.port).into()).unwrap();
         let listener = socket.listen(128).unwrap();
         let target = self.target;
         let task = tokio::spawn(async move {
@@ -563,7 +588,12 @@ async fn an_s3_outage_answers_503_and_loses_nothing() {
     assert_eq!(unreadable.status(), 503);
     assert!(unreadable.headers().contains_key("retry-after"));
     let (status, answer) = server
-        .call(Method::GET, "/v1/queues/big/messages?state=visible", &t, None)
+        .call(
+            Method::GET,
+            "/v1/queues/big/messages?state=visible",
+            &t,
+            None,
+        )
         .await;
     assert_error(&(status, answer), 503, "Unavailable");
     let metrics = server.metrics_text().await;
@@ -588,7 +618,12 @@ async fn an_s3_outage_answers_503_and_loses_nothing() {
     got.sort();
     bigs.sort();
     let lengths = |v: &[String]| v.iter().map(String::len).collect::<Vec<_>>();
-    assert!(got == bigs, "bodies of {:?} bytes, not {:?}", lengths(&got), lengths(&bigs));
+    assert!(
+        got == bigs,
+        "bodies of {:?} bytes, not {:?}",
+        lengths(&got),
+        lengths(&bigs)
+    );
     assert_eq!(objects.count().await, 3, "the refused sends left no object");
     let after = send(&server, &t, "big", json!({"body": body(4000, "after")})).await;
     assert_eq!(after["md5_of_body"], md5_hex(&body(4000, "after")));
@@ -657,7 +692,12 @@ async fn a_64_mib_send_stays_within_four_times_its_size_in_memory() {
 fn start_error(data_dir: &Path, args: &[&str]) -> String {
     let output = std::process::Command::new(crate::harness::binary())
         .arg("serve")
-        .args(["--data-dir", data_dir.to_str().unwrap(), "--jwt-secret", SECRET])
+        .args([
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "--jwt-secret",
+            SECRET,
+        ])
         .args(args)
         .env_remove("SLUICE_CONFIG")
         .output()
@@ -679,7 +719,12 @@ async fn limits_refuse_naming_what_to_change() {
     assert!(message.contains("--payload-store"), "{message}");
     let message = start_error(
         dir.path(),
-        &["--store", "redis://127.0.0.1:1", "--max-message-bytes", "2097152"],
+        &[
+            "--store",
+            "redis://127.0.0.1:1",
+            "--max-message-bytes",
+            "2097152",
+        ],
     );
     assert!(message.contains("--max-message-bytes"), "{message}");
     let message = start_error(dir.path(), &["--max-message-bytes", "67108865"]);
@@ -708,7 +753,10 @@ async fn limits_refuse_naming_what_to_change() {
     )
     .await;
     assert_error(&answer, 413, "PayloadTooLarge");
-    assert!(answer.1["error"]["message"].as_str().unwrap().contains("body"));
+    assert!(answer.1["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("body"));
     let objects = Objects::Folder(dir.path().join("payloads"));
     assert_eq!(objects.count().await, 0);
     assert_eq!(server.message_count("q", &t).await, 0);

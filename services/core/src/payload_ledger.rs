@@ -109,9 +109,9 @@ pub(crate) async fn list(
     Ok(page
         .into_iter()
         .filter_map(|(key, stored)| {
-            let parsed = PayloadKey::parse(&key).ok().zip(
-                serde_json::from_str::<LedgerRecord>(&stored.value).ok(),
-            );
+            let parsed = PayloadKey::parse(&key)
+                .ok()
+                .zip(serde_json::from_str::<LedgerRecord>(&stored.value).ok());
             if parsed.is_none() {
                 tracing::warn!(key, "skipping an unreadable payload ledger record");
             }

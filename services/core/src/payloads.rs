@@ -59,7 +59,10 @@ fn unavailable(error: PayloadError) -> ServiceError {
 /// Whether the engine definitely stored nothing (as opposed to a failure after which it may
 /// have committed).
 pub(crate) fn stored_nothing(error: &EngineError) -> bool {
-    !matches!(error, EngineError::Unavailable(_) | EngineError::Internal(_))
+    !matches!(
+        error,
+        EngineError::Unavailable(_) | EngineError::Internal(_)
+    )
 }
 
 /// Whether a publish's answer leaves no message naming its object: a duplicate, or every copy
@@ -246,9 +249,8 @@ impl Services {
             tracing::warn!(%key, %error, "a spilled body cannot be read");
             unavailable(error)
         })?;
-        let body = String::from_utf8(Vec::from(bytes)).map_err(|_| {
-            ServiceError::Internal(format!("payload object {key} is not UTF-8"))
-        })?;
+        let body = String::from_utf8(Vec::from(bytes))
+            .map_err(|_| ServiceError::Internal(format!("payload object {key} is not UTF-8")))?;
         message.body = if reference.enveloped {
             splice_message(&message.body, &body).ok_or_else(|| {
                 ServiceError::Internal(format!(
@@ -302,15 +304,204 @@ impl Services {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Limits, QueueConfigPatch, ReceiveRequest, SendRequest};
+    use sluice_embedded::{EmbeddedEngine, EmbeddedOptions};
+    use sluice_engine::ManualClock;
+    use sluice_payload::{LocalStore, ObjectPage};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A local folder that can be made unreachable.
+    #[derive(Debug)]
+    struct Flaky {
+        inner: LocalStore,
+        down: AtomicBool,
+    }
+
+    impl Flaky {
+        fn check(&self) -> Result<(), PayloadError> {
+            if self.down.load(Ordering::SeqCst) {
+                return Err(PayloadError::Unavailable("down for the test".into()));
+            }
+            Ok(())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl PayloadStore for Flaky {
+        async fn put(&self, key: &PayloadKey, body: Bytes) -> Result<(), PayloadError> {
+            self.check()?;
+            self.inner.put(key, body).await
+        }
+        async fn get(&self, key: &PayloadKey) -> Result<Bytes, PayloadError> {
+            self.check()?;
+            self.inner.get(key).await
+        }
+        async fn delete(&self, key: &PayloadKey) -> Result<(), PayloadError> {
+            self.check()?;
+            self.inner.delete(key).await
+        }
+        async fn list(
+            &self,
+            after: Option<&str>,
+            limit: usize,
+        ) -> Result<ObjectPage, PayloadError> {
+            self.inner.list(after, limit).await
+        }
+        async fn ping(&self) -> Result<(), PayloadError> {
+            self.check()
+        }
+    }
+
+    const NOW: Millis = 1_000_000_000_000;
+
+    async fn spilling_services(dir: &std::path::Path) -> (Services, Arc<Flaky>, TenantId) {
+        let engine = Arc::new(
+            EmbeddedEngine::open(&dir.join("engine"), EmbeddedOptions::default()).unwrap(),
+        );
+        let store = Arc::new(Flaky {
+            inner: LocalStore::open(dir.join("payloads")).unwrap(),
+            down: AtomicBool::new(false),
+        });
+        let services = Services::new(engine, Arc::new(ManualClock::new(NOW)), Limits::default())
+            .with_payloads(PayloadSettings {
+                store: store.clone(),
+                spill_threshold_bytes: 100,
+                orphan_grace: DEFAULT_ORPHAN_GRACE,
+            });
+        let tenant = TenantId::parse("acme").unwrap();
+        services.ensure_tenant(&tenant, None).await.unwrap();
+        (services, store, tenant)
+    }
+
+    fn message(body: &str) -> SendRequest {
+        SendRequest {
+            body: body.to_owned(),
+            group_id: Some("g".into()),
+            ..SendRequest::default()
+        }
+    }
+
+    async fn objects(store: &Flaky) -> Vec<PayloadKey> {
+        let page = store.inner.list(None, 100).await.unwrap();
+        page.objects.into_iter().map(|o| o.key).collect()
+    }
+
+    #[tokio::test]
+    async fn a_spilled_send_is_in_the_ledger_with_its_message_and_a_duplicate_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (services, store, tenant) = spilling_services(dir.path()).await;
+        let patch = QueueConfigPatch {
+            content_based_deduplication: Some(true),
+            ..QueueConfigPatch::default()
+        };
+        services.put_queue(&tenant, "q.fifo", patch).await.unwrap();
+        let body = "b".repeat(101);
+        let sent = services
+            .send(&tenant, "q.fifo", message(&body))
+            .await
+            .unwrap();
+        let keys = objects(&store).await;
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].tenant(), "acme");
+        let ledger = payload_ledger::list(services.engine.as_ref(), None, 10)
+            .await
+            .unwrap();
+        assert_eq!(ledger.len(), 1);
+        let (key, _, record) = &ledger[0];
+        assert_eq!(key, &keys[0]);
+        assert_eq!(
+            record,
+            &LedgerRecord::uncommitted(vec![sent.message_id.clone()], NOW)
+        );
+        // The duplicate's object and record are gone as soon as the engine says so.
+        let again = services
+            .send(&tenant, "q.fifo", message(&body))
+            .await
+            .unwrap();
+        assert!(again.duplicate);
+        assert_eq!(objects(&store).await, keys);
+        let ledger = payload_ledger::list(services.engine.as_ref(), None, 10)
+            .await
+            .unwrap();
+        assert_eq!(ledger.len(), 1);
+        // At the threshold a body stays in the engine.
+        services
+            .send(&tenant, "q.fifo", message(&"c".repeat(100)))
+            .await
+            .unwrap();
+        assert_eq!(objects(&store).await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_store_refuses_spilling_sends_and_gives_back_what_a_receive_took() {
+        let dir = tempfile::tempdir().unwrap();
+        let (services, store, tenant) = spilling_services(dir.path()).await;
+        services
+            .put_queue(&tenant, "q", QueueConfigPatch::default())
+            .await
+            .unwrap();
+        let body = "spilled ".repeat(50);
+        services
+            .send(
+                &tenant,
+                "q",
+                SendRequest {
+                    group_id: None,
+                    ..message(&body)
+                },
+            )
+            .await
+            .unwrap();
+        store.down.store(true, Ordering::SeqCst);
+        let refused = services
+            .send(
+                &tenant,
+                "q",
+                SendRequest {
+                    group_id: None,
+                    ..message(&body)
+                },
+            )
+            .await;
+        assert!(
+            matches!(refused, Err(ServiceError::Unavailable(_))),
+            "{refused:?}"
+        );
+        let long_wait = ReceiveRequest {
+            max_messages: Some(10),
+            visibility_timeout_seconds: Some(600),
+            ..ReceiveRequest::default()
+        };
+        let unreadable = services.receive(&tenant, "q", long_wait.clone()).await;
+        assert!(
+            matches!(unreadable, Err(ServiceError::Unavailable(_))),
+            "{unreadable:?}"
+        );
+        let stats = services.get_queue(&tenant, "q").await.unwrap().stats;
+        assert_eq!(
+            (stats.visible, stats.in_flight),
+            (1, 0),
+            "given back at once"
+        );
+        store.down.store(false, Ordering::SeqCst);
+        let received = services.receive(&tenant, "q", long_wait).await.unwrap();
+        assert_eq!(received.len(), 1);
+        assert_eq!(received[0].body, body);
+        assert_eq!(received[0].md5_of_body, crate::md5_of_body(&body));
+        assert_eq!(
+            objects(&store).await.len(),
+            1,
+            "the refused send left no object"
+        );
+    }
 
     #[test]
     fn a_spliced_envelope_is_the_envelope_rendered_with_the_body() {
         let body = "line \"one\"\n\\ two ✓ \u{1F600}";
         let full = serde_json::json!({"Message": body, "MessageId": "m", "Type": "Notification"})
             .to_string();
-        let empty =
-            serde_json::json!({"Message": "", "MessageId": "m", "Type": "Notification"})
-                .to_string();
+        let empty = serde_json::json!({"Message": "", "MessageId": "m", "Type": "Notification"})
+            .to_string();
         assert_eq!(splice_message(&empty, body).unwrap(), full);
         assert_eq!(splice_message(r#"{"Type":"x"}"#, body), None);
     }
@@ -360,6 +551,9 @@ mod tests {
         });
         let spilled = publication.render(&delivery, Some(42));
         assert!(spilled.payload.as_ref().is_some_and(|p| p.enveloped));
-        assert_eq!(splice_message(&spilled.body, &body).unwrap(), unspilled.body);
+        assert_eq!(
+            splice_message(&spilled.body, &body).unwrap(),
+            unspilled.body
+        );
     }
 }
