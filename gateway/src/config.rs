@@ -654,4 +654,49 @@ mod tests {
         assert!(!resolve(args(Some(file.clone()), None)));
         assert!(resolve(args(Some(file), Some(true))));
     }
+
+    #[test]
+    fn the_payload_store_defaults_by_engine_and_gates_messages_above_one_mib() {
+        let temp = tempfile::tempdir().unwrap();
+        let file = temp.path().join("sluice.toml");
+        std::fs::write(
+            &file,
+            "payload_store = \"s3://bucket/p\"\ns3_force_path_style = true\nspill_threshold_bytes = 2048\n",
+        )
+        .unwrap();
+        let data = temp.path().join("data");
+        let args = |store: Option<&str>, payload: Option<&str>, max: Option<u32>| CommonArgs {
+            data_dir: Some(data.clone()),
+            store: store.map(str::to_owned),
+            payload_store: payload.map(str::to_owned),
+            max_message_bytes: max,
+            ..Default::default()
+        };
+        let embedded = Settings::resolve(&args(None, None, Some(67_108_864))).unwrap();
+        assert_eq!(
+            embedded.payloads.store,
+            PayloadStoreConfig::Local(data.join("payloads"))
+        );
+        assert_eq!(embedded.payloads.spill_threshold_bytes, 262_144);
+        assert_eq!(embedded.payloads.orphan_grace, Duration::from_secs(3600));
+        let redis = Some("redis://127.0.0.1:6379");
+        let error = Settings::resolve(&args(redis, None, Some(1_048_577))).unwrap_err();
+        assert!(error.0.contains("--max-message-bytes"), "{error}");
+        assert!(error.0.contains("--payload-store"), "{error}");
+        let from_file = Settings::resolve(&CommonArgs {
+            config: Some(file),
+            s3_endpoint: Some("http://127.0.0.1:9000".into()),
+            ..args(redis, None, Some(67_108_864))
+        })
+        .unwrap();
+        let PayloadStoreConfig::S3(s3) = &from_file.payloads.store else {
+            panic!("{:?}", from_file.payloads)
+        };
+        assert_eq!((s3.bucket.as_str(), s3.prefix.as_str()), ("bucket", "p/"));
+        assert!(s3.force_path_style);
+        assert_eq!(s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        assert_eq!(from_file.payloads.spill_threshold_bytes, 2048);
+        assert!(Settings::resolve(&args(None, Some("none"), Some(2_000_000))).is_err());
+        assert!(Settings::resolve(&args(None, Some("gs://b"), None)).is_err());
+    }
 }
