@@ -168,6 +168,7 @@ async fn fill<E: Engine>(
                 let now = (t0 + (k as i64) * DAY_MS / sends as i64) as Millis;
                 let batch = (0..BATCH)
                     .map(|j| NewMessage {
+                        payload: None,
                         message_id: message_id(k * BATCH + j),
                         body: body.clone(),
                         attributes: BTreeMap::new(),

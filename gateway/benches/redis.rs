@@ -413,6 +413,7 @@ impl FlowDriver for Driver {
                 let now = now_millis();
                 let messages = (0..batch as u64)
                     .map(|i| NewMessage {
+                        payload: None,
                         message_id: message_id(first + i),
                         body: padded_body(first + i, padding),
                         attributes: BTreeMap::new(),

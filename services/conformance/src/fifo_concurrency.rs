@@ -186,6 +186,7 @@ async fn produce(engines: Vec<Arc<dyn Engine>>, shared: Arc<Shared>, producer: u
                 let n = producer * share + batch_no * BATCH + i;
                 let group = groups[rng.below(groups.len() as u64) as usize];
                 NewMessage {
+                    payload: None,
                     message_id: format!("id-{n}"),
                     body: format!("m{n}"),
                     attributes: BTreeMap::new(),

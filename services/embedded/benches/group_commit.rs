@@ -88,6 +88,7 @@ fn queue_key() -> BenchResult<QueueKey> {
 /// A message like the services would hand down: a 36-character id, no attributes.
 fn message(n: u64, body: &str, now: Millis) -> NewMessage {
     NewMessage {
+        payload: None,
         message_id: format!("{:08x}-0000-4000-8000-{:012x}", n >> 48, n),
         body: body.to_owned(),
         attributes: BTreeMap::new(),

@@ -39,6 +39,7 @@ impl EmbeddedEngine {
             .filter_map(|(p, record)| {
                 let (meta, body): (MetaRecord, BodyRecord) = record?;
                 let message = StoredMessage {
+                    payload: None,
                     message_id: meta.message_id,
                     body: body.body,
                     attributes: body.attributes,

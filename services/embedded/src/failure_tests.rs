@@ -84,6 +84,7 @@ fn q() -> QueueKey {
 
 fn message(body: &str) -> NewMessage {
     NewMessage {
+        payload: None,
         message_id: format!("id-{body}"),
         body: body.to_owned(),
         attributes: BTreeMap::new(),

@@ -23,6 +23,7 @@ fn open(dir: &Path) -> EmbeddedEngine {
 /// A FIFO message: body, group and deduplication id (the body when `None` is not asked for).
 fn msg(body: &str, group: &str, dedup: Option<&str>, now: Millis) -> NewMessage {
     NewMessage {
+        payload: None,
         message_id: format!("id-{body}"),
         body: body.to_owned(),
         attributes: BTreeMap::new(),

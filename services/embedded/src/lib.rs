@@ -83,10 +83,10 @@ use catalog::{QueueMap, TenantMap, TombstoneMap};
 use queue_entry::QueueDue;
 use sluice_engine::{
     DeadLetterRefusal, EngineError, HandleError, HandleKey, MessageState, Messages, Millis,
-    NewMessage, Publication, Published, Publishing, QueueConfig, QueueInfo, QueueKey,
-    QueueListener, QueueName, Queues, Quotas, ReceiveOutcome, Record, Records, RedriveOutcome,
-    SendRejection, SentMessage, SeqScan, StoredMessage, SubscriptionStats, TenantId, TenantRecord,
-    Tenants, TopicKey, Transfers, Upkeep,
+    NewMessage, PayloadEventBatch, Payloads, Publication, Published, Publishing, QueueConfig,
+    QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas, ReceiveOutcome, Record, Records,
+    RedriveOutcome, SendRejection, SentMessage, SeqScan, StoredMessage, SubscriptionStats,
+    TenantId, TenantRecord, Tenants, TopicKey, Transfers, Upkeep,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -399,6 +399,17 @@ impl Records for EmbeddedEngine {
         limit: usize,
     ) -> Result<Vec<(String, Record)>, EngineError> {
         self.list_records(kind, prefix, after, limit).await
+    }
+}
+
+#[async_trait]
+impl Payloads for EmbeddedEngine {
+    async fn payload_events(&self, limit: usize) -> Result<PayloadEventBatch, EngineError> {
+        self.payload_events(limit).await
+    }
+
+    async fn ack_payload_events(&self, batch: &PayloadEventBatch) -> Result<(), EngineError> {
+        self.ack_payload_events(batch).await
     }
 }
 

@@ -47,6 +47,7 @@ pub(crate) fn to(subscription: &str, queue: &str, copy_id: &str) -> Delivery {
 /// A publication (FIFO fields set when `dedup` is given).
 pub(crate) fn publication(id: &str, dedup: Option<&str>, deliveries: Vec<Delivery>) -> Publication {
     Publication {
+        payload: None,
         message_id: id.to_owned(),
         body: format!("body of {id}"),
         attributes: BTreeMap::new(),

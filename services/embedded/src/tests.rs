@@ -15,6 +15,7 @@ fn key(tenant: &str, name: &str) -> QueueKey {
 
 fn message(body: &str, visible_at: Millis) -> NewMessage {
     NewMessage {
+        payload: None,
         message_id: format!("id-{body}"),
         body: body.to_owned(),
         attributes: BTreeMap::new(),

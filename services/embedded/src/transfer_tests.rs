@@ -21,6 +21,7 @@ fn open(dir: &Path) -> EmbeddedEngine {
 
 fn message(body: &str, group: Option<&str>) -> NewMessage {
     NewMessage {
+        payload: None,
         message_id: format!("id-{body}"),
         body: body.to_owned(),
         attributes: BTreeMap::new(),
@@ -290,6 +291,7 @@ async fn a_format_2_file_is_migrated() {
     );
     // Its deduplication record still holds.
     let dup = NewMessage {
+        payload: None,
         deduplication_id: Some("d".into()),
         ..message("again", Some("g"))
     };

@@ -225,6 +225,7 @@ async fn run(ops: Vec<Op>) {
                     .send(
                         &key,
                         vec![NewMessage {
+                            payload: None,
                             message_id: format!("id-{body}"),
                             body: body.clone(),
                             attributes: BTreeMap::new(),

@@ -6,7 +6,7 @@ use crate::{
     QueueInfo, QueueKey, QueueName, Quotas, ReceiveOutcome, Record, RedriveOutcome, SendRejection,
     SentMessage, SeqScan, StoredMessage, TenantId, TenantRecord,
 };
-use crate::{Publication, Published, SubscriptionStats, TopicKey};
+use crate::{PayloadEventBatch, Publication, Published, SubscriptionStats, TopicKey};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 
@@ -103,16 +103,35 @@ impl QueueListener {
 ///   fan-out copy, arriving move) and removal (delete, purge, expiry, leaving move, queue
 ///   deletion); a move in flight between two queues counts in neither. Tenant quotas are
 ///   enforced on it, so it never drifts.
+/// * **Payloads**: a message may keep its body in a payload store
+///   ([`NewMessage::payload`](crate::NewMessage::payload)); the engine stores the reference with
+///   the message, returns it from receive and peek, and keeps it unchanged through every move
+///   (dead-letter moves, redrive) and in every copy of a publication
+///   ([`Publication::render`](crate::Publication::render)); its size counts in the message's
+///   size. In the same atomic step as the change, the engine records one
+///   [`PayloadEventKind::Added`](crate::PayloadEventKind::Added) per committed message with a
+///   payload (a send that is not a FIFO duplicate; each copy of a publication, at the
+///   publication's commit) and one [`PayloadEventKind::Released`](crate::PayloadEventKind::Released)
+///   per such message that leaves the store for good (delete, purge, expiry, queue or tenant
+///   deletion, a copy no queue took); moves record nothing. Each event is recorded exactly
+///   once per change, also across crashes and recovery; [`Payloads`] reads and forgets them.
 /// * **Isolation**: queues are identified by `(tenant, name)`; nothing one tenant names can
 ///   reach another tenant's queue. Every message operation on a queue that does not exist
 ///   answers [`EngineError::QueueNotFound`] (before looking at its handles or messages).
 ///
 /// The operations are grouped by capability — [`Tenants`], [`Queues`], [`Messages`],
-/// [`Transfers`], [`Records`], [`Publishing`] and [`Upkeep`] — so that code which needs one capability can ask for it
-/// alone. `Engine` is implemented for every type that has all of them.
-pub trait Engine: Tenants + Queues + Messages + Transfers + Records + Publishing + Upkeep {}
+/// [`Transfers`], [`Records`], [`Publishing`], [`Payloads`] and [`Upkeep`] — so that code which
+/// needs one capability can ask for it alone. `Engine` is implemented for every type that has
+/// all of them.
+pub trait Engine:
+    Tenants + Queues + Messages + Transfers + Records + Publishing + Payloads + Upkeep
+{
+}
 
-impl<T: Tenants + Queues + Messages + Transfers + Records + Publishing + Upkeep> Engine for T {}
+impl<T: Tenants + Queues + Messages + Transfers + Records + Publishing + Payloads + Upkeep> Engine
+    for T
+{
+}
 
 /// The tenant catalog: records, quotas and tombstones.
 ///
@@ -436,4 +455,19 @@ pub trait Publishing: Send + Sync + 'static {
     /// several steps), each delivery exactly once; answers how many deliveries it made. Cheap
     /// when there are none. Safe to run on several gateways at once.
     async fn recover_publications(&self, now: Millis) -> Result<u64, EngineError>;
+}
+
+/// The payload events an engine records (see "Payloads" on [`Engine`]), read and forgotten by
+/// whoever frees payload-store objects. Several readers may work at once (one per gateway):
+/// each may see an event another has read but not yet acknowledged, so what they do with
+/// events must be idempotent.
+#[async_trait]
+pub trait Payloads: Send + Sync + 'static {
+    /// Up to about `limit` recorded, unacknowledged events (across all queues/topics of the
+    /// store; in recording order within one queue, no order across queues).
+    async fn payload_events(&self, limit: usize) -> Result<PayloadEventBatch, EngineError>;
+
+    /// Forgets the events of `batch`. Idempotent: acknowledging a batch twice, or one that a
+    /// concurrent caller (another gateway) already acknowledged, drops nothing else.
+    async fn ack_payload_events(&self, batch: &PayloadEventBatch) -> Result<(), EngineError>;
 }

@@ -3,7 +3,7 @@
 //! in the SNS-shaped notification envelope) so that every engine — and every retry of an
 //! interrupted fan-out — writes byte-for-byte the same copy.
 
-use crate::{MessageAttribute, QueueName, TenantId};
+use crate::{message_size_with_payload, MessageAttribute, PayloadRef, QueueName, TenantId};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -44,10 +44,13 @@ pub struct Publication {
     /// The topic-level message id (what the publisher is answered, and the envelope's
     /// `MessageId`). Every copy has its own queue-level id ([`Delivery::message_id`]).
     pub message_id: String,
-    /// The UTF-8 body.
+    /// The UTF-8 body (empty when `payload` holds it).
     pub body: String,
     /// Typed attributes by name.
     pub attributes: BTreeMap<String, MessageAttribute>,
+    /// The body kept in a payload store, shared by every copy.
+    #[serde(default)]
+    pub payload: Option<PayloadRef>,
     /// The envelope's `Subject`, if the publisher gave one.
     pub subject: Option<String>,
     /// Passed on to every copy (FIFO topics: required, the unit of ordering).
@@ -90,12 +93,16 @@ pub struct RenderedCopy {
     pub body: String,
     /// The queue message's attributes (none for an enveloped copy: they are inside the body).
     pub attributes: BTreeMap<String, MessageAttribute>,
+    /// The publication's payload: same key and size for every copy, `enveloped` when the copy
+    /// is (its envelope's `Message` is then empty).
+    pub payload: Option<PayloadRef>,
 }
 
 impl RenderedCopy {
-    /// The copy's size as SQS counts a message (what a queue's `max_message_bytes` bounds).
+    /// The copy's size as SQS counts a message, its payload included (what a queue's
+    /// `max_message_bytes` bounds and `stored_bytes` sums).
     pub fn size(&self) -> usize {
-        message_size(&self.body, &self.attributes)
+        message_size_with_payload(&self.body, &self.attributes, self.payload.as_ref())
     }
 }
 
@@ -123,10 +130,15 @@ impl Publication {
     /// (FIFO topics; it goes into the envelope's `SequenceNumber`), `None` on standard topics.
     /// A pure function of its inputs, so a repeated delivery writes the same copy.
     pub fn render(&self, delivery: &Delivery, seq: Option<u64>) -> RenderedCopy {
+        let payload = self.payload.as_ref().map(|p| PayloadRef {
+            enveloped: !delivery.raw,
+            ..p.clone()
+        });
         if delivery.raw {
             return RenderedCopy {
                 body: self.body.clone(),
                 attributes: self.attributes.clone(),
+                payload,
             };
         }
         let mut envelope = serde_json::Map::new();
@@ -160,6 +172,7 @@ impl Publication {
         RenderedCopy {
             body: serde_json::Value::Object(envelope).to_string(),
             attributes: BTreeMap::new(),
+            payload,
         }
     }
 }
@@ -249,6 +262,7 @@ mod tests {
             deduplication_id: Some("d".into()),
             topic_arn: "arn:aws:sns:us-east-1:000000000000:t.fifo".into(),
             timestamp: "2026-12-04T10:00:00.000Z".into(),
+            payload: None,
             deliveries: Vec::new(),
             filtered_out: Vec::new(),
         }
@@ -295,6 +309,34 @@ mod tests {
         assert_eq!(json["MessageAttributes"]["blob"]["Value"], "AAEC");
         // Rendering is deterministic: a repeated delivery writes the same bytes.
         assert_eq!(copy, p.render(&delivery(false), Some(7)));
+    }
+
+    #[test]
+    fn copies_share_the_payload_and_count_its_size() {
+        let mut p = publication();
+        p.body.clear();
+        p.payload = Some(PayloadRef {
+            key: "t/0123456789abcdef0123456789abcdef".into(),
+            size: 1000,
+            enveloped: false,
+        });
+        let raw = p.render(&delivery(true), Some(7));
+        let enveloped = p.render(&delivery(false), Some(7));
+        let (raw_ref, env_ref) = (
+            raw.payload.clone().unwrap(),
+            enveloped.payload.clone().unwrap(),
+        );
+        assert_eq!(
+            (raw_ref.key.as_str(), raw_ref.size),
+            ("t/0123456789abcdef0123456789abcdef", 1000)
+        );
+        assert_eq!((env_ref.key, env_ref.size), (raw_ref.key, raw_ref.size));
+        assert!(!raw_ref.enveloped && env_ref.enveloped);
+        assert_eq!(raw.body, "");
+        let json: serde_json::Value = serde_json::from_str(&enveloped.body).expect("JSON");
+        assert_eq!(json["Message"], "");
+        assert_eq!(raw.size(), message_size("", &p.attributes) + 1000);
+        assert_eq!(enveloped.size(), enveloped.body.len() + 1000);
     }
 
     #[test]

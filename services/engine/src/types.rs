@@ -1,7 +1,7 @@
 //! The records engines store and return. Times are [`Millis`]; validation of values (ranges,
 //! sizes, attribute syntax) happens in the services before anything reaches an engine.
 
-use crate::{Millis, QueueName, TenantId};
+use crate::{Millis, PayloadRef, QueueName, TenantId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -186,7 +186,8 @@ pub struct QueueStats {
     pub delayed: u64,
     /// When the oldest message still stored was sent.
     pub oldest_sent_at: Option<Millis>,
-    /// The sum of the sizes ([`message_size`](crate::message_size)) of the messages counted
+    /// The sum of the sizes ([`message_size_with_payload`](crate::message_size_with_payload),
+    /// payloads included) of the messages counted
     /// above (every state; expired messages left out like in the counts). Changes in the same
     /// atomic step as each add and removal.
     #[serde(default)]
@@ -235,6 +236,9 @@ pub struct NewMessage {
     pub group_id: Option<String>,
     /// FIFO queues: required (the services fill it in for content-based deduplication).
     pub deduplication_id: Option<String>,
+    /// The body kept in a payload store; when `Some`, `body` is what the engine stores (empty
+    /// for a plain spilled message, the envelope with an empty `Message` for an enveloped one).
+    pub payload: Option<PayloadRef>,
 }
 
 /// What the engine answers for one accepted message.
@@ -272,6 +276,8 @@ pub struct StoredMessage {
     pub seq: u64,
     /// Set while it is in a dead-letter queue: where it came from and why.
     pub dead_letter: Option<DeadLetter>,
+    /// The body kept in a payload store, as sent (unchanged by every move).
+    pub payload: Option<PayloadRef>,
 }
 
 /// One delivery: the message and the handle that names this delivery.

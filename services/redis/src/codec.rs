@@ -10,8 +10,8 @@
 use redis::Value;
 use serde::{Deserialize, Serialize};
 use sluice_engine::{
-    DeadLetter, EngineError, MessageAttribute, Millis, QueueConfig, QueueStats, StoredMessage,
-    TenantRecord,
+    DeadLetter, EngineError, MessageAttribute, Millis, PayloadRef, QueueConfig, QueueStats,
+    StoredMessage, TenantRecord,
 };
 use std::collections::BTreeMap;
 
@@ -31,6 +31,9 @@ pub(crate) struct StoredBody {
     /// Set by a move into a dead-letter queue, cleared by a redrive (both rewrite the JSON).
     #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
     pub dead_letter: Option<DeadLetter>,
+    /// The body kept in a payload store (then `body` is what is stored beside the reference).
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<PayloadRef>,
 }
 
 impl StoredBody {
@@ -43,6 +46,7 @@ impl StoredBody {
         first_received_at: Option<Millis>,
     ) -> StoredMessage {
         StoredMessage {
+            payload: self.payload,
             message_id: self.message_id,
             body: self.body,
             attributes: self.attributes,
@@ -189,9 +193,10 @@ mod tests {
             group_id: None,
             deduplication_id: None,
             dead_letter: None,
+            payload: None,
         };
         let json = to_json(&body).unwrap();
-        assert!(!json.contains("\"g\"") && !json.contains("\"d\""));
+        assert!(!json.contains("\"g\"") && !json.contains("\"d\"") && !json.contains("\"p\""));
         let back: StoredBody = from_json(json.as_bytes()).unwrap();
         assert_eq!(back.body, body.body);
         assert_eq!(back.attributes, body.attributes);

@@ -83,9 +83,10 @@ use conn::Redis;
 use keys::Keys;
 use sluice_engine::{
     Admission, DeadLetterRefusal, EngineError, HandleError, HandleKey, MessageState, Messages,
-    Millis, NewMessage, QueueConfig, QueueInfo, QueueKey, QueueListener, QueueName, Queues, Quotas,
-    RateLimit, RateLimiter, ReceiveOutcome, Record, Records, RedriveOutcome, SendRejection,
-    SentMessage, SeqScan, StoredMessage, TenantId, TenantRecord, Tenants, Transfers, Upkeep,
+    Millis, NewMessage, PayloadEventBatch, Payloads, QueueConfig, QueueInfo, QueueKey,
+    QueueListener, QueueName, Queues, Quotas, RateLimit, RateLimiter, ReceiveOutcome, Record,
+    Records, RedriveOutcome, SendRejection, SentMessage, SeqScan, StoredMessage, TenantId,
+    TenantRecord, Tenants, Transfers, Upkeep,
 };
 use sluice_engine::{Publication, Published, Publishing, SubscriptionStats, TopicKey};
 use std::collections::BTreeMap;
@@ -437,6 +438,17 @@ impl Records for RedisEngine {
         limit: usize,
     ) -> Result<Vec<(String, Record)>, EngineError> {
         self.list_records(kind, prefix, after, limit).await
+    }
+}
+
+#[async_trait]
+impl Payloads for RedisEngine {
+    async fn payload_events(&self, limit: usize) -> Result<PayloadEventBatch, EngineError> {
+        self.payload_events(limit).await
+    }
+
+    async fn ack_payload_events(&self, batch: &PayloadEventBatch) -> Result<(), EngineError> {
+        self.ack_payload_events(batch).await
     }
 }
 

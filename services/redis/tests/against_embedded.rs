@@ -177,6 +177,7 @@ async fn run(kind: Kind, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     .iter()
                     .enumerate()
                     .map(|(i, &(group, dedup))| NewMessage {
+                        payload: None,
                         message_id: format!("id-{}", sent + i),
                         body: format!("m{}", sent + i),
                         attributes: BTreeMap::new(),

@@ -32,6 +32,7 @@ fn key(name: &str) -> QueueKey {
 
 fn message(body: &str, now: Millis) -> NewMessage {
     NewMessage {
+        payload: None,
         message_id: format!("id-{body}"),
         body: body.to_owned(),
         attributes: BTreeMap::new(),

@@ -21,6 +21,7 @@ fn key(name: &str) -> QueueKey {
 
 fn message(body: &str) -> NewMessage {
     NewMessage {
+        payload: None,
         message_id: format!("id-{body}"),
         body: body.to_owned(),
         attributes: BTreeMap::new(),

@@ -27,6 +27,7 @@ fn key(name: &str) -> QueueKey {
 /// A FIFO message whose deduplication id is its body.
 fn fifo(body: &str, group: &str, now: Millis) -> NewMessage {
     NewMessage {
+        payload: None,
         message_id: format!("id-{body}-{now}"),
         body: body.to_owned(),
         attributes: BTreeMap::new(),
@@ -323,6 +324,7 @@ async fn a_request_attempt_id_answers_the_same_through_another_gateway() {
     let standard = key("standard");
     a.put_queue(&standard, config(), NOW).await.unwrap();
     let plain = |body: &str| NewMessage {
+        payload: None,
         group_id: None,
         deduplication_id: None,
         ..fifo(body, "", NOW)

@@ -58,6 +58,7 @@ fn to(subscription: &str, queue: &str, copy_id: &str) -> Delivery {
 
 fn publication(id: &str, deliveries: Vec<Delivery>) -> Publication {
     Publication {
+        payload: None,
         message_id: id.to_owned(),
         body: format!("body of {id}"),
         attributes: BTreeMap::new(),
@@ -73,6 +74,7 @@ fn publication(id: &str, deliveries: Vec<Delivery>) -> Publication {
 
 fn fifo(id: &str, deliveries: Vec<Delivery>) -> Publication {
     Publication {
+        payload: None,
         group_id: Some("g".into()),
         deduplication_id: Some(id.to_owned()),
         ..publication(id, deliveries)
@@ -188,6 +190,7 @@ async fn interrupted_after_some_applies_is_completed_once(url: &str) {
         .send(
             &key("a-full"),
             vec![NewMessage {
+                payload: None,
                 message_id: "old".into(),
                 body: "already here".into(),
                 attributes: BTreeMap::new(),

@@ -23,6 +23,7 @@ fn key(name: &str) -> QueueKey {
 
 fn message(body: &str) -> NewMessage {
     NewMessage {
+        payload: None,
         message_id: format!("id-{body}"),
         body: body.to_owned(),
         attributes: BTreeMap::new(),
@@ -337,6 +338,7 @@ async fn cluster_an_interrupted_fifo_move_is_recovered_into_its_group() {
         .await
         .unwrap();
     let fifo = |body: &str| NewMessage {
+        payload: None,
         group_id: Some("g".into()),
         deduplication_id: Some(body.into()),
         ..message(body)

@@ -35,6 +35,7 @@ impl Ctx {
 
 fn publication(id: &str, body: &str, deliveries: Vec<Delivery>) -> Publication {
     Publication {
+        payload: None,
         message_id: id.to_owned(),
         body: body.to_owned(),
         attributes: BTreeMap::from([(
@@ -66,6 +67,7 @@ fn to(subscription: &str, queue: &str, raw: bool, copy_id: &str) -> Delivery {
 
 fn fifo_publication(id: &str, group: &str, dedup: &str, deliveries: Vec<Delivery>) -> Publication {
     Publication {
+        payload: None,
         group_id: Some(group.to_owned()),
         deduplication_id: Some(dedup.to_owned()),
         ..publication(id, &format!("{group}:{id}"), deliveries)

@@ -183,6 +183,7 @@ pub async fn stored_bytes_follow_every_add_and_removal(ctx: Ctx) {
     };
     let sent = sized("news");
     let publication = Publication {
+        payload: None,
         message_id: "p1".into(),
         body: sent.body.clone(),
         attributes: sent.attributes.clone(),

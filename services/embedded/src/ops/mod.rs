@@ -11,6 +11,7 @@ mod expire;
 mod list_queues;
 mod listen;
 mod message_seqs;
+mod payload_events;
 mod peek;
 mod publish;
 mod purge;

@@ -105,6 +105,7 @@ impl Entry {
                 group_id: p.group_id.clone(),
                 deduplication_id: p.deduplication_id.clone(),
                 dead_letter: None,
+                payload: rendered.payload,
             })?,
             size,
             sent_at: self.published_at,

@@ -5,8 +5,8 @@ use crate::codec::{to_json, StoredBody};
 use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use sluice_engine::{
-    message_size, EngineError, Millis, NewMessage, QueueKey, SendRejection, SentMessage,
-    DEDUPLICATION_WINDOW_MS,
+    message_size_with_payload, EngineError, Millis, NewMessage, QueueKey, SendRejection,
+    SentMessage, DEDUPLICATION_WINDOW_MS,
 };
 
 impl RedisEngine {
@@ -29,7 +29,7 @@ impl RedisEngine {
         let mut ids = Vec::with_capacity(messages.len());
         for m in messages {
             let (group, dedup) = (m.group_id.clone(), m.deduplication_id.clone());
-            let size = message_size(&m.body, &m.attributes);
+            let size = message_size_with_payload(&m.body, &m.attributes, m.payload.as_ref());
             call.arg(m.visible_at).arg(to_json(&StoredBody {
                 message_id: m.message_id.clone(),
                 body: m.body,
@@ -37,6 +37,7 @@ impl RedisEngine {
                 group_id: m.group_id,
                 deduplication_id: m.deduplication_id,
                 dead_letter: None,
+                payload: m.payload,
             })?);
             call.arg(size);
             if fifo {

@@ -27,8 +27,8 @@ use crate::codec::{from_json, to_json, StoredBody};
 use crate::keys::Keys;
 use crate::RedisEngine;
 use sluice_engine::{
-    message_size, DeadLetter, DeadLetterRefusal, EngineError, HandleError, Millis, QueueKey,
-    QueueName, ReceiptHandle, RedriveOutcome,
+    message_size_with_payload, DeadLetter, DeadLetterRefusal, EngineError, HandleError, Millis,
+    QueueKey, QueueName, ReceiptHandle, RedriveOutcome,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -106,7 +106,11 @@ impl RedisEngine {
                 i,
                 Arrival {
                     transfer_id: id.clone(),
-                    size: message_size(&body.body, &body.attributes),
+                    size: message_size_with_payload(
+                        &body.body,
+                        &body.attributes,
+                        body.payload.as_ref(),
+                    ),
                     msg: to_json(&body)?,
                     sent_at,
                     group: intent.grp.clone(),
