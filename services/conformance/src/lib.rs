@@ -2,7 +2,7 @@
 //! once as generic case functions over the [`Engine`] trait and expanded per engine by
 //! [`engine_suite!`]. An engine is done when the whole suite passes on it. The cases live in
 //! one module per capability of the engine boundary (`cases/tenants.rs`, `queues.rs`,
-//! `messages.rs`, `stored_bytes.rs`, `upkeep.rs`) plus `cases/fifo.rs` for what FIFO queues add.
+//! `messages.rs`, `payloads.rs`, `stored_bytes.rs`, `upkeep.rs`) plus `cases/fifo.rs` for what FIFO queues add.
 //!
 //! Each case gets a fresh engine from the factory, a [`ManualClock`] (time moves only when the
 //! case says so) and a tenant of its own, so cases can run in parallel against one shared store.
@@ -129,6 +129,10 @@ macro_rules! engine_suite {
             fifo_topic_sequence_numbers_and_deduplication,
             fifo_topic_order_holds_under_concurrent_publishers,
             deleting_a_topic_forgets_its_state,
+            // Payloads (cases/payloads.rs)
+            payload_refs_travel_with_their_message,
+            payload_events_follow_adds_and_releases,
+            payload_event_acks_are_idempotent,
             // Stored bytes (cases/stored_bytes.rs)
             stored_bytes_follow_every_add_and_removal,
             // Upkeep (cases/upkeep.rs)

@@ -3,7 +3,7 @@
 //! timeouts to milliseconds.
 
 use crate::message::Picked;
-use crate::store::{BodyRecord, MetaRecord};
+use crate::store::StoredParts;
 use crate::EmbeddedEngine;
 use sluice_engine::{EngineError, HandleError, HandleKey, Millis, ReceiptHandle, StoredMessage};
 
@@ -37,9 +37,13 @@ impl EmbeddedEngine {
             .iter()
             .zip(records)
             .filter_map(|(p, record)| {
-                let (meta, body): (MetaRecord, BodyRecord) = record?;
+                let StoredParts {
+                    meta,
+                    body,
+                    payload,
+                } = record?;
                 let message = StoredMessage {
-                    payload: None,
+                    payload,
                     message_id: meta.message_id,
                     body: body.body,
                     attributes: body.attributes,

@@ -19,6 +19,19 @@
 //! | `topic_seq` | `"tenant/topic"`     | FIFO topics: the next sequence number to hand out |
 //! | `topic_dedup` | `("tenant/topic", id)` | `(accepted_at, seq, message_id)`: FIFO topics' deduplication records |
 //! | `topic_stats` | `("tenant/topic", subscription id)` | `(delivered, filtered_out, failed)` |
+//! | `msg_payload` | `(uid, seq)`       | `(key, size, enveloped, message_id)`: the [`PayloadRef`] of a message whose body is in a payload store |
+//! | `payload_events` | `u64` seq       | `(kind, key, message_id)`: recorded payload events, kind 0 added, 1 released |
+//!
+//! A message's payload reference lives in `msg_payload` beside its `msg_meta` row (only messages
+//! with a payload have one), so removing a message finds its payload without decoding its meta
+//! record, and a queue's deletion or purge walks only its payload messages. Every operation that
+//! writes or removes those rows records the matching payload event in `payload_events` in the
+//! same transaction ([`EventLog`]): an insert records `Added`, a delete, purge, queue deletion
+//! (expiry is a delete) `Released` — one per row actually removed, so a removal carried past a
+//! failed commit, or repeated after a commit whose outcome was unknown, records nothing twice —
+//! and a move carries the row to its new key and records nothing. Event seqs come from the
+//! `payload_events_next` counter in `meta` and never go back, so acknowledging "everything up to
+//! seq n" (all a reader's cursor says) never drops an event recorded after the reader read.
 //!
 //! Messages are keyed by the queue's `uid`, not its name, so deleting and re-creating a name
 //! never mixes the two incarnations' messages, and a whole queue is one contiguous key range.
@@ -45,8 +58,8 @@
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use sluice_engine::{
-    DeadLetter, DeduplicationScope, EngineError, MessageAttribute, Millis, QueueConfig, Record,
-    SubscriptionStats, TenantRecord,
+    DeadLetter, DeduplicationScope, EngineError, MessageAttribute, Millis, PayloadEvent,
+    PayloadEventKind, PayloadRef, QueueConfig, Record, SubscriptionStats, TenantRecord,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
@@ -79,6 +92,16 @@ const TOPIC_DEDUP: TableDefinition<(&str, &str), (u64, u64, &str)> =
     TableDefinition::new("topic_dedup");
 const TOPIC_STATS: TableDefinition<(&str, &str), (u64, u64, u64)> =
     TableDefinition::new("topic_stats");
+/// New tables need no format bump (see `TOMBSTONES`): `(key, size, enveloped, message_id)`.
+const MSG_PAYLOAD: TableDefinition<(u64, u64), (&str, u64, bool, &str)> =
+    TableDefinition::new("msg_payload");
+/// `seq -> (kind, key, message_id)`; kind [`ADDED`] or [`RELEASED`].
+const PAYLOAD_EVENTS: TableDefinition<u64, (u8, &str, &str)> =
+    TableDefinition::new("payload_events");
+/// The `meta` key of the next payload event's seq.
+const PAYLOAD_EVENTS_NEXT: &str = "payload_events_next";
+const ADDED: u8 = 0;
+const RELEASED: u8 = 1;
 
 /// postcard is not self-describing: any change to a record's fields must bump this, and a file
 /// written in another format is refused rather than misread.
@@ -128,6 +151,14 @@ pub(crate) struct MetaTimes {
     pub size: u64,
 }
 
+/// A stored message as a delivery or a peek reads it.
+#[derive(Debug)]
+pub(crate) struct StoredParts {
+    pub meta: MetaRecord,
+    pub body: BodyRecord,
+    pub payload: Option<PayloadRef>,
+}
+
 /// What only a delivery or a peek needs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct BodyRecord {
@@ -159,6 +190,16 @@ pub(crate) struct EncodedMessage {
     pub seq: u64,
     pub meta: Vec<u8>,
     pub body: Vec<u8>,
+    /// Its body in a payload store (an `Added` event is recorded with it).
+    pub payload: Option<PayloadRow>,
+}
+
+/// A message's payload reference as `msg_payload` keeps it, with the message's id for the
+/// events that name it.
+#[derive(Debug, Clone)]
+pub(crate) struct PayloadRow {
+    pub message_id: String,
+    pub payload: PayloadRef,
 }
 
 /// A change to the store. The operations of one submission are applied in one transaction.
@@ -239,6 +280,12 @@ pub(crate) enum WriteOp {
         dedup: Vec<TopicDedupRecord>,
         forget: Vec<String>,
         counts: Vec<(String, SubscriptionStats)>,
+        /// Copies with a payload that no queue took: each recorded `Added` and `Released`.
+        failed: Vec<PayloadRow>,
+    },
+    /// Forgets the payload events up to and including this seq (what a reader acknowledged).
+    AckPayloadEvents {
+        upto: u64,
     },
     /// Every row of one topic (`"tenant/name"`): sequence number, deduplication records,
     /// counters.
@@ -359,6 +406,8 @@ pub(crate) fn prepare(db: Database, label: &str) -> Result<Database, EngineError
         txn.open_table(TOPIC_SEQ).map_err(storage)?;
         txn.open_table(TOPIC_DEDUP).map_err(storage)?;
         txn.open_table(TOPIC_STATS).map_err(storage)?;
+        txn.open_table(MSG_PAYLOAD).map_err(storage)?;
+        txn.open_table(PAYLOAD_EVENTS).map_err(storage)?;
     }
     txn.commit().map_err(storage)?;
     Ok(db)
@@ -643,13 +692,18 @@ pub(crate) fn scan_messages(
         let mut meta = txn.open_table(MSG_META).map_err(storage)?;
         let mut body = txn.open_table(MSG_BODY).map_err(storage)?;
         let mut seqs = txn.open_table(QUEUE_SEQ).map_err(storage)?;
+        let mut payloads = txn.open_table(MSG_PAYLOAD).map_err(storage)?;
+        let mut events = None;
         for uid in orphans {
             let range = (uid, 0)..=(uid, u64::MAX);
             meta.retain_in(range.clone(), |_, _| false)
                 .map_err(storage)?;
-            body.retain_in(range, |_, _| false).map_err(storage)?;
+            body.retain_in(range.clone(), |_, _| false)
+                .map_err(storage)?;
+            release_range(&txn, &mut payloads, &mut events, range).map_err(storage)?;
             seqs.remove(uid).map_err(storage)?;
         }
+        EventLog::finish(&txn, events).map_err(storage)?;
     }
     txn.commit().map_err(storage)?;
     Ok(())
@@ -903,7 +957,7 @@ impl Store {
         &self,
         uid: u64,
         seqs: &[u64],
-    ) -> Result<Vec<Option<(MetaRecord, BodyRecord)>>, EngineError> {
+    ) -> Result<Vec<Option<StoredParts>>, EngineError> {
         if seqs.is_empty() {
             return Ok(Vec::new());
         }
@@ -1015,21 +1069,64 @@ impl Store {
         db: &Database,
         uid: u64,
         seqs: &[u64],
-    ) -> Result<Vec<Option<(MetaRecord, BodyRecord)>>, EngineError> {
+    ) -> Result<Vec<Option<StoredParts>>, EngineError> {
         let txn = db.begin_read().map_err(storage)?;
         let meta = txn.open_table(MSG_META).map_err(storage)?;
         let body = txn.open_table(MSG_BODY).map_err(storage)?;
+        let payloads = txn.open_table(MSG_PAYLOAD).map_err(storage)?;
         let mut out = Vec::with_capacity(seqs.len());
         for &seq in seqs {
             let m = meta.get((uid, seq)).map_err(storage)?;
             let b = body.get((uid, seq)).map_err(storage)?;
             out.push(match (m, b) {
-                (Some(m), Some(b)) => Some((
-                    decode(m.value(), "message record")?,
-                    decode(b.value(), "message body")?,
-                )),
+                (Some(m), Some(b)) => Some(StoredParts {
+                    meta: decode(m.value(), "message record")?,
+                    body: decode(b.value(), "message body")?,
+                    payload: payloads.get((uid, seq)).map_err(storage)?.map(|row| {
+                        let (key, size, enveloped, _) = row.value();
+                        PayloadRef {
+                            key: key.to_owned(),
+                            size,
+                            enveloped,
+                        }
+                    }),
+                }),
                 _ => None,
             });
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` recorded payload events, oldest first, with their seqs.
+    pub(crate) fn read_payload_events(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<(u64, PayloadEvent)>, EngineError> {
+        let db = self.db()?;
+        let txn = db.begin_read().map_err(storage)?;
+        let table = txn.open_table(PAYLOAD_EVENTS).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in table.iter().map_err(storage)?.take(limit) {
+            let (seq, event) = row.map_err(storage)?;
+            let (kind, key, message_id) = event.value();
+            let kind = match kind {
+                ADDED => PayloadEventKind::Added,
+                RELEASED => PayloadEventKind::Released,
+                other => {
+                    return Err(EngineError::Internal(format!(
+                        "corrupt payload event {}: kind {other}",
+                        seq.value()
+                    )))
+                }
+            };
+            out.push((
+                seq.value(),
+                PayloadEvent {
+                    kind,
+                    key: key.to_owned(),
+                    message_id: message_id.to_owned(),
+                },
+            ));
         }
         Ok(out)
     }
@@ -1282,6 +1379,7 @@ fn removal(op: WriteOp) -> Option<WriteOp> {
             dedup: Vec::new(),
             forget,
             counts: Vec::new(),
+            failed: Vec::new(),
         }),
         WriteOp::Insert { .. }
         | WriteOp::Publish { .. }
@@ -1290,7 +1388,8 @@ fn removal(op: WriteOp) -> Option<WriteOp> {
         | WriteOp::DeleteTenant { .. }
         | WriteOp::PutQueue { .. }
         | WriteOp::PutRecord { .. }
-        | WriteOp::DeleteRecord { .. } => None,
+        | WriteOp::DeleteRecord { .. }
+        | WriteOp::AckPayloadEvents { .. } => None,
     }
 }
 
@@ -1330,6 +1429,9 @@ fn apply_all<'a>(
     let mut meta = txn.open_table(MSG_META)?;
     let mut body = txn.open_table(MSG_BODY)?;
     let mut dedup = txn.open_table(DEDUP)?;
+    let mut payloads = txn.open_table(MSG_PAYLOAD)?;
+    // Opened by the first operation that records a payload event.
+    let mut events = None;
     // Opened only by the rare commits that carry a record.
     let mut records = None;
     // Opened only by commits that carry a publish or forget a topic.
@@ -1351,7 +1453,8 @@ fn apply_all<'a>(
                 queue_seq.remove(*uid)?;
                 let range = (*uid, 0)..=(*uid, u64::MAX);
                 meta.retain_in(range.clone(), |_, _| false)?;
-                body.retain_in(range, |_, _| false)?;
+                body.retain_in(range.clone(), |_, _| false)?;
+                release_range(txn, &mut payloads, &mut events, range)?;
                 dedup.retain_in(dedup_range(*uid), |_, _| false)?;
             }
             WriteOp::Insert {
@@ -1367,6 +1470,14 @@ fn apply_all<'a>(
                 for m in messages {
                     meta.insert((*uid, m.seq), m.meta.as_slice())?;
                     body.insert((*uid, m.seq), m.body.as_slice())?;
+                    if let Some(row) = &m.payload {
+                        let p = &row.payload;
+                        payloads.insert(
+                            (*uid, m.seq),
+                            (p.key.as_str(), p.size, p.enveloped, row.message_id.as_str()),
+                        )?;
+                        EventLog::open(txn, &mut events)?.record(ADDED, &p.key, &row.message_id)?;
+                    }
                 }
                 for r in records {
                     dedup.insert(
@@ -1385,12 +1496,20 @@ fn apply_all<'a>(
                 for &seq in seqs {
                     meta.remove((*uid, seq))?;
                     body.remove((*uid, seq))?;
+                    let released = payloads.remove((*uid, seq))?.map(|row| {
+                        let (key, _, _, message_id) = row.value();
+                        (key.to_owned(), message_id.to_owned())
+                    });
+                    if let Some((key, message_id)) = released {
+                        EventLog::open(txn, &mut events)?.record(RELEASED, &key, &message_id)?;
+                    }
                 }
             }
             WriteOp::Purge { uid, below } => {
                 let range = (*uid, 0)..(*uid, *below);
                 meta.retain_in(range.clone(), |_, _| false)?;
-                body.retain_in(range, |_, _| false)?;
+                body.retain_in(range.clone(), |_, _| false)?;
+                release_range(txn, &mut payloads, &mut events, range)?;
             }
             WriteOp::PutRecord {
                 kind,
@@ -1447,6 +1566,15 @@ fn apply_all<'a>(
                     let target = (*to, arrival.to_seq);
                     meta.insert(target, record.as_slice())?;
                     body.insert(target, content.as_slice())?;
+                    // The payload goes with the message: a move releases nothing.
+                    let payload = payloads.remove(source)?.map(|row| {
+                        let (key, size, enveloped, message_id) = row.value();
+                        (key.to_owned(), size, enveloped, message_id.to_owned())
+                    });
+                    if let Some((key, size, enveloped, message_id)) = payload {
+                        payloads
+                            .insert(target, (key.as_str(), size, enveloped, message_id.as_str()))?;
+                    }
                 }
                 queue_seq.insert(*to, *next_seq)?;
             }
@@ -1456,9 +1584,19 @@ fn apply_all<'a>(
                 dedup,
                 forget,
                 counts,
+                failed,
             } => {
                 let tables = TopicTables::open(txn, &mut topics)?;
                 tables.publish(topic, *next_seq, dedup, forget, counts)?;
+                for row in failed {
+                    let log = EventLog::open(txn, &mut events)?;
+                    log.record(ADDED, &row.payload.key, &row.message_id)?;
+                    log.record(RELEASED, &row.payload.key, &row.message_id)?;
+                }
+            }
+            WriteOp::AckPayloadEvents { upto } => {
+                let log = EventLog::open(txn, &mut events)?;
+                log.table.retain_in(..=*upto, |_, _| false)?;
             }
             WriteOp::ForgetTopic { topic } => {
                 let tables = TopicTables::open(txn, &mut topics)?;
@@ -1489,7 +1627,72 @@ fn apply_all<'a>(
             }
         }
     }
+    EventLog::finish(txn, events)
+}
+
+/// A [`PayloadRef`] row of `msg_payload`, as its table hands it out.
+type PayloadTable<'txn> = redb::Table<'txn, (u64, u64), (&'static str, u64, bool, &'static str)>;
+
+/// Removes the payload rows of `range` (messages leaving the store for good), recording one
+/// `Released` event per row.
+fn release_range<'txn>(
+    txn: &'txn WriteTransaction,
+    payloads: &mut PayloadTable<'_>,
+    events: &mut Option<EventLog<'txn>>,
+    range: impl std::ops::RangeBounds<(u64, u64)>,
+) -> Result<(), redb::Error> {
+    let mut released = Vec::new();
+    payloads.retain_in(range, |_, (key, _, _, message_id)| {
+        released.push((key.to_owned(), message_id.to_owned()));
+        false
+    })?;
+    for (key, message_id) in released {
+        EventLog::open(txn, events)?.record(RELEASED, &key, &message_id)?;
+    }
     Ok(())
+}
+
+/// The `payload_events` table and the next seq to hand out, opened by the first operation of a
+/// commit that records (or acknowledges) an event; [`finish`](Self::finish) stores the counter.
+struct EventLog<'txn> {
+    table: redb::Table<'txn, u64, (u8, &'static str, &'static str)>,
+    next: u64,
+}
+
+impl<'txn> EventLog<'txn> {
+    fn open<'a>(
+        txn: &'txn WriteTransaction,
+        slot: &'a mut Option<Self>,
+    ) -> Result<&'a mut Self, redb::Error> {
+        if slot.is_none() {
+            let next = txn
+                .open_table(META)?
+                .get(PAYLOAD_EVENTS_NEXT)?
+                .map_or(1, |v| v.value());
+            *slot = Some(Self {
+                table: txn.open_table(PAYLOAD_EVENTS)?,
+                next,
+            });
+        }
+        slot.as_mut()
+            .ok_or_else(|| redb::Error::Corrupted("payload events".into()))
+    }
+
+    fn record(&mut self, kind: u8, key: &str, message_id: &str) -> Result<(), redb::Error> {
+        self.table.insert(self.next, (kind, key, message_id))?;
+        self.next += 1;
+        Ok(())
+    }
+
+    /// Stores the counter if anything was recorded (closing the table first).
+    fn finish(txn: &WriteTransaction, log: Option<Self>) -> Result<(), redb::Error> {
+        if let Some(log) = log {
+            let next = log.next;
+            drop(log);
+            txn.open_table(META)?.insert(PAYLOAD_EVENTS_NEXT, next)?;
+        }
+        Ok(())
+    }
 }
 
 /// The `topic_*` tables, opened together by the first operation of a commit that needs them.

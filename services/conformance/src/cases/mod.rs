@@ -5,6 +5,7 @@
 mod dead_letters;
 mod fifo;
 mod messages;
+mod payloads;
 mod publishing;
 mod queues;
 mod records;
@@ -16,6 +17,7 @@ mod upkeep;
 pub use dead_letters::*;
 pub use fifo::*;
 pub use messages::*;
+pub use payloads::*;
 pub use publishing::*;
 pub use queues::*;
 pub use records::*;

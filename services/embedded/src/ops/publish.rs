@@ -20,13 +20,13 @@ use crate::index::{Accepted, QueueState};
 use crate::ops::topics::forget_dedup;
 use crate::queue_entry::{QueueEntry, QueueGuard};
 use crate::store::{
-    encode, BodyRecord, EncodedMessage, MetaRecord, Pending, TopicDedupRecord, WriteOp,
+    encode, BodyRecord, EncodedMessage, MetaRecord, PayloadRow, Pending, TopicDedupRecord, WriteOp,
 };
 use crate::topic_entry::{TopicEntry, TopicState};
 use crate::EmbeddedEngine;
 use sluice_engine::{
-    Delivery, DeliveryFailure, DeliveryOutcome, EngineError, Millis, Publication, Published,
-    QueueKey, QueueName, SubscriptionStats, TopicKey,
+    Delivery, DeliveryFailure, DeliveryOutcome, EngineError, Millis, PayloadRef, Publication,
+    Published, QueueKey, QueueName, SubscriptionStats, TopicKey,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -50,6 +50,7 @@ enum Plan {
 struct Rendered {
     body: Vec<u8>,
     size: usize,
+    payload: Option<PayloadRef>,
 }
 
 /// What was submitted, and what the answers need once it is durable.
@@ -172,6 +173,8 @@ impl EmbeddedEngine {
         let mut counts: BTreeMap<String, SubscriptionStats> = BTreeMap::new();
         // Per locked queue (by index): the copies to write and what its index learns of them.
         let mut writes: BTreeMap<usize, (Vec<EncodedMessage>, Vec<Accepted>)> = BTreeMap::new();
+        // Copies with a payload that no queue took: added and released at this commit.
+        let mut failed = Vec::new();
         let mut numbered = false;
         for (((p, plan), copies), metas) in
             publications.iter().zip(plans).zip(bodies).zip(destinations)
@@ -220,14 +223,21 @@ impl EmbeddedEngine {
                     DeliveryOutcome::Delivered => stats.delivered += 1,
                     _ => stats.failed += 1,
                 }
+                let payload = copy.payload.map(|payload| PayloadRow {
+                    message_id: delivery.message_id.clone(),
+                    payload,
+                });
                 if let Some(Admitted { queue, meta, index }) = target {
                     let write = writes.entry(queue).or_default();
                     write.0.push(EncodedMessage {
                         seq: index.seq,
                         meta,
                         body: copy.body,
+                        payload,
                     });
                     write.1.push(index);
+                } else if let Some(row) = payload {
+                    failed.push(row);
                 }
                 outcomes.push((delivery.subscription_id.clone(), outcome));
             }
@@ -278,6 +288,7 @@ impl EmbeddedEngine {
             dedup: records,
             forget,
             counts: counts.clone(),
+            failed,
         });
         let topic_entry = Arc::clone(entry);
         // Each lock is taken on its own here, never two at once.
@@ -365,7 +376,11 @@ fn render_all(
                         body: copy.body,
                         attributes: copy.attributes,
                     })?;
-                    Ok(Rendered { body, size })
+                    Ok(Rendered {
+                        body,
+                        size,
+                        payload: copy.payload,
+                    })
                 })
                 .collect(),
         })

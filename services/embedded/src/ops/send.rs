@@ -3,11 +3,13 @@
 
 use crate::fifo::DedupKey;
 use crate::index::{Accepted, Admission};
-use crate::store::{encode, BodyRecord, DedupRecord, EncodedMessage, MetaRecord, WriteOp};
+use crate::store::{
+    encode, BodyRecord, DedupRecord, EncodedMessage, MetaRecord, PayloadRow, WriteOp,
+};
 use crate::EmbeddedEngine;
 use sluice_engine::{
-    message_size, DeduplicationScope, EngineError, Millis, NewMessage, QueueKey, SendRejection,
-    SentMessage,
+    message_size_with_payload, DeduplicationScope, EngineError, Millis, NewMessage, QueueKey,
+    SendRejection, SentMessage,
 };
 use std::sync::Arc;
 
@@ -37,7 +39,11 @@ impl EmbeddedEngine {
                 body: m.body.clone(),
                 attributes: m.attributes.clone(),
             })?;
-            encoded.push((meta, body));
+            let payload = m.payload.clone().map(|payload| PayloadRow {
+                message_id: m.message_id.clone(),
+                payload,
+            });
+            encoded.push((meta, body, payload));
         }
 
         let (admissions, keys, pending) = {
@@ -56,13 +62,19 @@ impl EmbeddedEngine {
             let mut to_write = Vec::new();
             let mut records = Vec::new();
             let mut accepted = Vec::new();
-            for (((admission, (meta, body)), m), key) in
+            for (((admission, (meta, body, payload)), m), key) in
                 admissions.iter().zip(encoded).zip(&messages).zip(&keys)
             {
                 let Admission::New(seq) = *admission else {
                     continue;
                 };
-                to_write.push(EncodedMessage { seq, meta, body });
+                // A duplicate records no `Added`: only what is written here does.
+                to_write.push(EncodedMessage {
+                    seq,
+                    meta,
+                    body,
+                    payload,
+                });
                 if let Some(key) = key {
                     records.push(DedupRecord {
                         key: key.clone(),
@@ -161,9 +173,15 @@ impl EmbeddedEngine {
     }
 }
 
-/// The message's size as `max_message_bytes` counts it (at most 64 MiB, so it fits a u32).
+/// The message's size as `max_message_bytes` counts it, payload included (at most 64 MiB, so
+/// it fits a u32).
 fn size_of(m: &NewMessage) -> u32 {
-    u32::try_from(message_size(&m.body, &m.attributes)).unwrap_or(u32::MAX)
+    u32::try_from(message_size_with_payload(
+        &m.body,
+        &m.attributes,
+        m.payload.as_ref(),
+    ))
+    .unwrap_or(u32::MAX)
 }
 
 /// What deduplicates a FIFO message under `scope`; `None` when it has no deduplication id.

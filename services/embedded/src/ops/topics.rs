@@ -64,6 +64,7 @@ pub(crate) fn forget_dedup(topic: String, ids: Vec<String>) -> WriteOp {
         dedup: Vec::new(),
         forget: ids,
         counts: Vec::new(),
+        failed: Vec::new(),
     }
 }
 
