@@ -627,6 +627,68 @@ async fn an_s3_outage_answers_503_and_loses_nothing() {
     assert_eq!(objects.count().await, 3, "the refused sends left no object");
     let after = send(&server, &t, "big", json!({"body": body(4000, "after")})).await;
     assert_eq!(after["md5_of_body"], md5_hex(&body(4000, "after")));
+
+    // Under load: producers of large and small bodies while the path is cut and restored.
+    // Every answer is 201 or 503, and exactly the acknowledged bodies come back, whole.
+    put_queue(&server, &t, "load", json!({})).await;
+    let answers = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let producers: Vec<_> = (0..3)
+        .map(|producer| {
+            let client = server.client.clone();
+            let url = server.url("/v1/queues/load/messages");
+            let token = t.clone();
+            let answers = answers.clone();
+            tokio::spawn(async move {
+                for n in 0..40 {
+                    let text = if n % 2 == 0 {
+                        body(3000, &format!("load-{producer}-{n}"))
+                    } else {
+                        format!("load-{producer}-{n}")
+                    };
+                    let status = client
+                        .post(&url)
+                        .header("authorization", format!("Bearer {token}"))
+                        .json(&json!({ "body": text }))
+                        .send()
+                        .await
+                        .unwrap()
+                        .status()
+                        .as_u16();
+                    answers.lock().unwrap().push((status, text));
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    path.cut().await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    path.restore();
+    for producer in producers {
+        producer.await.unwrap();
+    }
+    let answers = std::mem::take(&mut *answers.lock().unwrap());
+    let statuses: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
+    assert!(
+        statuses.iter().all(|s| *s == 201 || *s == 503),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.contains(&503),
+        "the cut refused some sends: {statuses:?}"
+    );
+    let acknowledged: Vec<String> = answers
+        .into_iter()
+        .filter(|(status, _)| *status == 201)
+        .map(|(_, text)| text)
+        .collect();
+    let received = crate::harness::drain(&server, "load", &t).await;
+    assert_eq!(
+        received.len(),
+        acknowledged.len(),
+        "nothing enqueued but what was acknowledged"
+    );
+    crate::harness::assert_none_lost(&acknowledged, &received);
 }
 
 fn peak_rss_kib(pid: u32) -> u64 {
