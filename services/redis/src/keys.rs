@@ -22,6 +22,8 @@
 //! | `{P:<tenant>:<queue>}:out` | hash | moves leaving the queue: transfer id → intent (JSON: the message's full record, destination, dead-letter change, when), from the intent until the ack (see `ops/transfers.rs`) |
 //! | `{P:<tenant>:<queue>}:applied` | zset | transfer ids applied into this queue, scored by when (idempotency of the apply step; trimmed after 24 h); also fan-out copies' apply ids `<publication message id>/<subscription id>` and refusals `!F<id>` (full) / `!L<id>` (too large), scored 23 h before their apply so the same trim forgets them after 1 h (see `ops/fanout_apply.lua`) |
 //! | `{P:<tenant>:<queue>}:size` | hash | member → the message's size as `max_message_bytes` counts it; their sum is `stored_bytes` in `meta`, moved by the same script as every add and removal |
+//! | `{P:<tenant>:<queue>}:pay` | hash | member → `<len(message id)>:<message id><payload key>` of each message whose body is in a payload store (only those), moved with `size` by every add and removal; a queue or tenant deletion, a purge and expiry turn its entries into `Released` events |
+//! | `{P:<tenant>:<queue>}:plog` | stream | the queue's payload events (`k` = `A` added / `R` released, `t` = the `pay` value), appended by the script making the change; read and trimmed by `ops/payload_events.rs`; kept when the queue is deleted |
 //! | `{P:<tenant>:<queue>}:fence` | string | the highest tenant generation a tenant deletion voided for this name: `put_queue` refuses registrations of that generation or older (kept for good) |
 //! | `{P}:tenants` | hash | tenant id → tenant record (JSON) |
 //! | `{P}:tenant-deleted` | hash | tenant id → when it was last deleted (ms; its tombstone, kept for good): tokens issued until then are refused |
@@ -42,6 +44,8 @@
 //! | `{P:<tenant>:topic:<topic>}:dedup-at` | zset | FIFO topic: the same ids scored by `accepted_at` (clean-up) |
 //! | `{P:<tenant>:topic:<topic>}:outbox` | hash | topic: outbox entry id (zero-padded `order`) → `<published_at> <seq (0: none)> <Publication JSON>`, from the publish until every delivery is made and acknowledged (see `ops/fanout.rs`) |
 //! | `{P:<tenant>:topic:<topic>}:outbox-order` | zset | topic: the same entry ids scored by `order` (publish order, FIFO: seq order) |
+//! | `{P:<tenant>:topic:<topic>}:plog` | stream | topic: `Added` events of a publication's copies (`publish.lua`) and `Released` of copies no queue took (`fanout_ack.lua`) |
+//! | `{P}:payload-logs` | set | the key of every payload log that may hold events, added before the first script that may write to it (never removed: see `ops/payload_events.rs`) |
 //! | `{P}:fanouts` | zset | `<tenant>/<topic>` of topics that may hold pending fan-outs, scored by when recovery should look (registered before each publish) |
 //! | `{P}:fanout-regs` | hash | `<tenant>/<topic>` → random token of its latest `fanouts` registration, so recovery drops only the entry it looked at |
 //! | `{P}:tenant:<tenant>:topics` | zset | the names of the tenant's topics that were ever published to, score 0 (what a tenant deletion forgets) |
@@ -54,13 +58,13 @@
 //! visibility reset to 0, or a queue deletion).
 //!
 //! Every queue script gets the queue's keys as `KEYS`: a standard queue's six, then `out`,
-//! `applied` and `size` (nine); a FIFO queue (name ending in `.fifo`) its six, the nine FIFO
-//! keys, then `out`, `applied` and `size` (eighteen; that is how a script tells them apart); `put_queue` and
-//! `delete_queue` get the `fence` key after them.
+//! `applied`, `size`, `pay` and `plog` (eleven); a FIFO queue (name ending in `.fifo`) its six,
+//! the nine FIFO keys, then the same five (twenty; that is how a script tells them apart);
+//! `put_queue` and `delete_queue` get the `fence` key after them.
 //! A topic's keys share the tag `{P:<tenant>:topic:<topic>}`: one more `:` than any queue's
 //! tag `{P:<tenant>:<queue>}` (tenant ids and queue names contain none), so a topic never
 //! shares a queue's tag, whatever the names. Topic scripts take its six keys in the order of
-//! the table (see `ops/publish.lua`).
+//! the table (see `ops/publish.lua`), `plog` last.
 //! The keys of one queue share one hash tag, so each queue lives in one cluster slot and
 //! each queue operation is one script over one slot. The registries share another tag so that
 //! registering or dropping a queue or tenant is one atomic script; they are touched by
@@ -95,16 +99,19 @@ const FIFO_PARTS: [&str; 9] = [
     "attempt-at",
 ];
 /// The parts of a topic's keys, in the order every topic script takes them as `KEYS`.
-const TOPIC_PARTS: [&str; 6] = [
+const TOPIC_PARTS: [&str; 7] = [
     "meta",
     "counters",
     "dedup",
     "dedup-at",
     "outbox",
     "outbox-order",
+    "plog",
 ];
-/// The parts of moves between queues, then the per-message sizes, last in every queue's keys.
-const TRANSFER_PARTS: [&str; 3] = ["out", "applied", "size"];
+/// The parts of moves between queues, then the per-message sizes and payload references, then
+/// the payload event log (which outlives the queue: not one of the keys deleting it removes),
+/// last in every queue's keys.
+const TRANSFER_PARTS: [&str; 5] = ["out", "applied", "size", "pay", "plog"];
 
 impl Keys {
     /// Checks the prefix cannot break a hash tag or a key.
@@ -121,7 +128,8 @@ impl Keys {
     }
 
     /// The keys of one queue: meta, vis, rcv, sent, msg, rx, and for a FIFO queue ready,
-    /// wait, group, gmsg, mgrp, dedup, dedup-at, attempt, attempt-at; then out, applied, size.
+    /// wait, group, gmsg, mgrp, dedup, dedup-at, attempt, attempt-at; then out, applied, size,
+    /// pay, and the payload log plog.
     pub(crate) fn queue(&self, key: &QueueKey) -> QueueKeys {
         let tag = format!("{{{}:{}:{}}}", self.prefix, key.tenant, key.name);
         let fifo: &[&str] = if key.name.is_fifo() { &FIFO_PARTS } else { &[] };
@@ -146,12 +154,30 @@ impl Keys {
         format!("{{{}:{}:{}}}:applied", self.prefix, key.tenant, key.name)
     }
 
+    /// The queue's payload event log (the last of its queue keys).
+    pub(crate) fn queue_payload_log(&self, key: &QueueKey) -> String {
+        format!("{{{}:{}:{}}}:plog", self.prefix, key.tenant, key.name)
+    }
+
+    /// The topic's payload event log (the last of its keys).
+    pub(crate) fn topic_payload_log(&self, topic: &TopicKey) -> String {
+        format!(
+            "{{{}:{}:topic:{}}}:plog",
+            self.prefix, topic.tenant, topic.name
+        )
+    }
+
+    /// Every payload event log that may hold events (see `ops/payload_events.rs`).
+    pub(crate) fn payload_logs(&self) -> String {
+        self.registry("payload-logs")
+    }
+
     /// The queue's `out` hash: intents of moves leaving it (also one of its queue keys).
     pub(crate) fn transfer_intents(&self, key: &QueueKey) -> String {
         format!("{{{}:{}:{}}}:out", self.prefix, key.tenant, key.name)
     }
 
-    /// The keys of one topic: meta, counters, dedup, dedup-at, outbox, outbox-order.
+    /// The keys of one topic: meta, counters, dedup, dedup-at, outbox, outbox-order, plog.
     pub(crate) fn topic(&self, topic: &TopicKey) -> Vec<String> {
         let tag = format!("{{{}:{}:topic:{}}}", self.prefix, topic.tenant, topic.name);
         TOPIC_PARTS
@@ -320,8 +346,12 @@ mod tests {
     fn queue_keys_share_one_hash_tag() {
         let keys = Keys::new("sluice").unwrap();
         let q = keys.queue(&key("acme", "orders.fifo"));
-        assert_eq!(q.0.len(), 18);
-        assert_eq!(keys.queue(&key("acme", "orders")).0.len(), 9);
+        assert_eq!(q.0.len(), 20);
+        assert_eq!(keys.queue(&key("acme", "orders")).0.len(), 11);
+        assert_eq!(
+            q.0.last(),
+            Some(&keys.queue_payload_log(&key("acme", "orders.fifo")))
+        );
         for k in &q.0 {
             assert!(k.starts_with("{sluice:acme:orders.fifo}:"), "{k}");
         }
@@ -331,13 +361,11 @@ mod tests {
             .0
             .contains(&keys.transfer_intents(&key("acme", "orders.fifo"))));
         assert_eq!(
-            q.0[q.0.len() - 2],
+            q.0[q.0.len() - 4],
             keys.applied_ids(&key("acme", "orders.fifo"))
         );
-        assert_eq!(
-            q.0.last().map(String::as_str),
-            Some("{sluice:acme:orders.fifo}:size")
-        );
+        assert_eq!(q.0[q.0.len() - 3], "{sluice:acme:orders.fifo}:size");
+        assert_eq!(q.0[q.0.len() - 2], "{sluice:acme:orders.fifo}:pay");
         assert_eq!(
             keys.tenant_queues(&TenantId::parse("acme").unwrap()),
             "{sluice}:tenant:acme:queues"
@@ -354,8 +382,9 @@ mod tests {
             QueueName::parse("topic").unwrap(),
         );
         let t = keys.topic(&topic);
-        assert_eq!(t.len(), 6);
+        assert_eq!(t.len(), 7);
         assert_eq!(t[1], keys.topic_counters(&topic));
+        assert_eq!(t[6], keys.topic_payload_log(&topic));
         for k in &t {
             assert!(k.starts_with("{sluice:acme:topic:topic}:"), "{k}");
         }

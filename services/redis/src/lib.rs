@@ -109,6 +109,8 @@ pub struct RedisEngine {
     /// Authenticates receipt handles; the one stored under the prefix, so every gateway on
     /// this Redis accepts the others' handles.
     handle_key: HandleKey,
+    /// Payload event logs this process registered (registrations are kept for good).
+    payload_logs: ops::payload_events::KnownLogs,
 }
 
 impl std::fmt::Debug for RedisEngine {
@@ -167,6 +169,7 @@ impl RedisEngine {
             missing_dlqs: TtlCache::new(ops::transfers::MISSING_DLQ_TTL),
             known_tenants: TtlCache::new(options.cache_ttl),
             handle_key,
+            payload_logs: ops::payload_events::KnownLogs::default(),
         })
     }
 

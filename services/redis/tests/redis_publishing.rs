@@ -2,12 +2,14 @@
 //! or after every apply is completed by `recover_publications` with every delivery made
 //! exactly once and counted once (standalone and Cluster, where the topic and its queues live
 //! in different slots); a refusal stays a refusal when recovery repeats it; FIFO topics keep
-//! sequence order whoever delivers; several engines recovering at once deliver once.
+//! sequence order whoever delivers; several engines recovering at once deliver once, and
+//! record a payload publication's events once.
 
 use sluice_engine::{
     Clock, Delivery, DeliveryFailure, DeliveryOutcome, ManualClock, MessageState, Messages, Millis,
-    NewMessage, Publication, Publishing, QueueConfig, QueueKey, QueueName, Queues, StoredMessage,
-    SubscriptionStats, TenantId, Tenants, TopicKey,
+    NewMessage, PayloadEventBatch, PayloadEventKind, PayloadRef, Payloads, Publication, Publishing,
+    QueueConfig, QueueKey, QueueName, Queues, StoredMessage, SubscriptionStats, TenantId, Tenants,
+    TopicKey,
 };
 use sluice_redis::{PublishCrash, RedisEngine, RedisOptions, RECOVERY_GRACE_MS};
 use sluice_testkit::{shared_cluster, shared_server, unique_prefix};
@@ -664,4 +666,90 @@ async fn a_copy_dead_lettered_for_a_missing_queue_is_not_delivered_again() {
     );
     assert_eq!(ids(&all(&engine, "dlq", clock.now()).await), vec!["c"]);
     assert_eq!(stats(&engine, &t, "s").await.failed, 1);
+}
+
+/// A fan-out with a payload interrupted after some applies and finished by two engines
+/// recovering at once records each payload event once: one `Added` per copy at the commit, one
+/// `Released` for the copy no queue took, nothing for the applies recovery repeats.
+async fn payload_events_are_recorded_once_across_a_crash(url: &str) {
+    let prefix = unique_prefix("pub-payload");
+    let clock = ManualClock::new(START);
+    let first = engine(url, &prefix).await;
+    let second = engine(url, &prefix).await;
+    queue(&first, "a", None, clock.now()).await;
+    queue(&first, "b", None, clock.now()).await;
+    let t = topic("big");
+    let payload = PayloadRef {
+        key: "acme/0123456789abcdef0123456789abcdef".into(),
+        size: 4096,
+        enveloped: false,
+    };
+    let p = Publication {
+        body: String::new(),
+        payload: Some(payload.clone()),
+        ..publication(
+            "p1",
+            vec![
+                to("s-a", "a", "c-a"),
+                to("s-b", "b", "c-b"),
+                to("s-gone", "gone", "c-gone"),
+            ],
+        )
+    };
+    first
+        .publish_interrupted(&t, vec![p], clock.now(), PublishCrash::AfterSomeApplies)
+        .await
+        .unwrap();
+    clock.advance(RECOVERY_GRACE_MS);
+    for _ in 0..2 {
+        let (a, b) = tokio::join!(
+            first.recover_publications(clock.now()),
+            second.recover_publications(clock.now())
+        );
+        a.unwrap();
+        b.unwrap();
+    }
+    let events = |batch: PayloadEventBatch| {
+        let mut out: Vec<(bool, String, String)> = batch
+            .events
+            .into_iter()
+            .map(|e| (e.kind == PayloadEventKind::Added, e.key, e.message_id))
+            .collect();
+        out.sort();
+        out
+    };
+    let batch = second.payload_events(100).await.unwrap();
+    first.ack_payload_events(&batch).await.unwrap();
+    let object = payload.key.clone();
+    assert_eq!(
+        events(batch),
+        vec![
+            (false, object.clone(), "c-gone".to_owned()),
+            (true, object.clone(), "c-a".to_owned()),
+            (true, object.clone(), "c-b".to_owned()),
+            (true, object.clone(), "c-gone".to_owned()),
+        ]
+    );
+    for q in ["a", "b"] {
+        let copies = all(&first, q, clock.now()).await;
+        assert_eq!(copies.len(), 1, "{q}: one copy");
+        assert_eq!(copies[0].payload.as_ref().map(|p| &p.key), Some(&object));
+    }
+    // Deleting a queue releases its copy, once, from its own log.
+    assert!(first.delete_queue(&key("a")).await.unwrap());
+    assert!(!second.delete_queue(&key("a")).await.unwrap());
+    let batch = first.payload_events(100).await.unwrap();
+    second.ack_payload_events(&batch).await.unwrap();
+    assert_eq!(events(batch), vec![(false, object, "c-a".to_owned())]);
+    assert!(first.payload_events(100).await.unwrap().events.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payload_events_are_recorded_once_across_a_crashed_fan_out() {
+    payload_events_are_recorded_once_across_a_crash(&shared_server().url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_payload_events_are_recorded_once_across_a_crashed_fan_out() {
+    payload_events_are_recorded_once_across_a_crash(&shared_cluster().url()).await;
 }

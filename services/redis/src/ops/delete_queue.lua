@@ -20,6 +20,10 @@ if redis.call('EXISTS', META) == 0 then
   return { 0 }
 end
 local uid = redis.call('HGET', META, 'uid')
+-- Its payload messages leave for good (one look per payload message, none for the others);
+-- the log is not a queue key and stays. Messages in a move's intent (`out`) are not
+-- released: the apply may have put them in their destination already.
+release_all()
 redis.call('UNLINK', unpack(KEYS, 1, QUEUE_KEYS))
 redis.call('PUBLISH', ARGV[1], ARGV[2])
 return { 1, uid }

@@ -31,6 +31,7 @@
 
 use super::fanout_ack::Ack;
 use super::fanout_apply::{Applied, ApplyMode, CopyIn, FANOUT_APPLIED_WINDOW_MS};
+use super::payload_events::payload_tag;
 use super::publish::PENDING_LIMIT;
 use super::transfer_registry::RecoveryIndex;
 use super::transfers::RECOVERY_GRACE_MS;
@@ -96,6 +97,7 @@ impl Entry {
         let delivery = &p.deliveries[d];
         let rendered = p.render(delivery, self.seq);
         let size = rendered.size();
+        let payload_tag = payload_tag(&delivery.message_id, rendered.payload.as_ref());
         Ok(CopyIn {
             apply_id: format!("{}/{}", p.message_id, delivery.subscription_id),
             msg: to_json(&StoredBody {
@@ -110,6 +112,7 @@ impl Entry {
             size,
             sent_at: self.published_at,
             group: p.group_id.clone(),
+            payload_tag,
         })
     }
 }
@@ -309,7 +312,20 @@ impl RedisEngine {
                     .deliveries
                     .iter()
                     .zip(o)
-                    .map(|(d, o)| (d.subscription_id.clone(), *o == DeliveryOutcome::Delivered))
+                    .map(|(d, o)| {
+                        // A copy no queue took leaves for good: its payload is released.
+                        let release = match o {
+                            DeliveryOutcome::Failed(_) => {
+                                payload_tag(&d.message_id, entry.publication.payload.as_ref())
+                            }
+                            _ => String::new(),
+                        };
+                        (
+                            d.subscription_id.clone(),
+                            *o == DeliveryOutcome::Delivered,
+                            release,
+                        )
+                    })
                     .collect();
                 (entry.id.clone(), deliveries)
             })

@@ -4,9 +4,10 @@
 use crate::{scripts, RedisEngine};
 use sluice_engine::{EngineError, TopicKey};
 
-/// One entry to acknowledge: its id and, per delivery, the subscription and whether the copy
-/// reached the subscription's queue (`false`: counted as failed).
-pub(crate) type Ack = (String, Vec<(String, bool)>);
+/// One entry to acknowledge: its id and, per delivery, the subscription, whether the copy
+/// reached the subscription's queue (`false`: counted as failed) and the payload tag of a copy
+/// no queue took (released with the entry; empty: nothing to release).
+pub(crate) type Ack = (String, Vec<(String, bool, String)>);
 
 impl RedisEngine {
     /// Acknowledges `acks`; answers how many deliveries the entries forgotten now had.
@@ -21,9 +22,10 @@ impl RedisEngine {
         let mut call = self.topic_call(&scripts::FANOUT_ACK, topic);
         for (entry, deliveries) in acks {
             call.arg(entry).arg(deliveries.len());
-            for (subscription, delivered) in deliveries {
+            for (subscription, delivered, release) in deliveries {
                 call.arg(subscription)
-                    .arg(if *delivered { "delivered" } else { "failed" });
+                    .arg(if *delivered { "delivered" } else { "failed" })
+                    .arg(release);
             }
         }
         match self.redis.eval(&call, false).await? {

@@ -18,7 +18,8 @@
 --         many more than moves, so their ids are kept for less; they are scored as if
 --         applied ARGV[4] - ARGV[6] earlier, so the one trim forgets each in its time)
 -- ARGV[7], ...: per copy: apply id, message (JSON), size (as max_message_bytes counts it),
---         sent_at, group ('' = none; FIFO)
+--         sent_at, group ('' = none; FIFO), payload tag ('' = none; its 'A' is in the topic's
+--         log, recorded by publish.lua)
 -- Reply: {0} if the queue does not exist, else {1, per copy: 1 inserted now, 2 applied
 --         before, 3 refused as too large, 4 refused as the queue is full}
 if redis.call('EXISTS', META) == 0 then
@@ -28,10 +29,10 @@ local mode = ARGV[5]
 if mode ~= 'copy' and mode ~= 'dead' then
   return redis.error_reply('ERR fanout_apply: unknown mode')
 end
-if (#ARGV - 6) % 5 ~= 0 or not tonumber(ARGV[6]) or tonumber(ARGV[6]) > tonumber(ARGV[4]) then
+if (#ARGV - 6) % 6 ~= 0 or not tonumber(ARGV[6]) or tonumber(ARGV[6]) > tonumber(ARGV[4]) then
   return redis.error_reply('ERR fanout_apply: malformed arguments')
 end
-for i = 7, #ARGV, 5 do
+for i = 7, #ARGV, 6 do
   if not tonumber(ARGV[i + 2]) or not tonumber(ARGV[i + 3]) then
     return redis.error_reply('ERR fanout_apply: malformed arguments')
   end
@@ -46,7 +47,7 @@ redis.call('ZREMRANGEBYSCORE', APPLIED, '-inf', int(now - tonumber(ARGV[4])))
 local applied_at = int(now - (tonumber(ARGV[4]) - tonumber(ARGV[6])))
 local reply = { 1 }
 local added = 0
-for i = 7, #ARGV, 5 do
+for i = 7, #ARGV, 6 do
   local id = ARGV[i]
   local sent_at = tonumber(ARGV[i + 3])
   local answer
@@ -70,7 +71,7 @@ for i = 7, #ARGV, 5 do
     local seq = redis.call('HINCRBY', META, 'seq', 1)
     local m = member(seq)
     redis.call('HSET', MSG, m, ARGV[i + 1])
-    add_size(m, ARGV[i + 2])
+    add_size(m, ARGV[i + 2], ARGV[i + 5])
     redis.call('ZADD', VIS, int(visible_at), m)
     redis.call('ZADD', SENT, int(sent_at), m)
     if FIFO then

@@ -35,6 +35,8 @@ pub(crate) struct CopyIn {
     /// The publish.
     pub sent_at: Millis,
     pub group: Option<String>,
+    /// The copy's payload tag (`ops/payload_events.rs`; empty without a payload).
+    pub payload_tag: String,
 }
 
 /// What became of one copy.
@@ -55,6 +57,9 @@ impl RedisEngine {
         mode: ApplyMode,
         now: Millis,
     ) -> Result<Option<Vec<Applied>>, EngineError> {
+        if copies.iter().any(|c| !c.payload_tag.is_empty()) {
+            self.register_queue_payload_log(key).await?;
+        }
         let queue_id = Keys::queue_id(key);
         let mut call = self.queue_call(&scripts::FANOUT_APPLY, key);
         call.arg(now)
@@ -71,7 +76,8 @@ impl RedisEngine {
                 .arg(&c.msg)
                 .arg(c.size)
                 .arg(c.sent_at)
-                .arg(c.group.as_deref().unwrap_or_default());
+                .arg(c.group.as_deref().unwrap_or_default())
+                .arg(&c.payload_tag);
         }
         let Some(mut reply) = self.run_queue(key, &call, true).await? else {
             return Ok(None);

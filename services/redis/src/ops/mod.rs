@@ -16,7 +16,7 @@ mod fanout_pending;
 mod fanout_registry;
 mod handles;
 mod message_seqs;
-mod payload_events;
+pub(crate) mod payload_events;
 mod peek;
 mod ping;
 mod publish;

@@ -1,22 +1,248 @@
-//! Reading and acknowledging the payload events the other operations record.
+//! Payload events on Redis: where they are written, how readers find them, and why none is
+//! lost or counted twice.
+//!
+//! **Logs.** Every queue and every topic has its own log, a stream in its own slot
+//! (`{P:<tenant>:<queue>}:plog`, `{P:<tenant>:topic:<topic>}:plog`), written by the script that
+//! makes the change an event describes, so the event and the change are one atomic step: the
+//! queue prelude (`queue.lua`) appends `A` when `send.lua` stores a message with a payload and
+//! `R` whenever a payload message leaves for good (`remove_message` outside moves: delete,
+//! expiry — also the receive- and move-time removal of expired messages — and `release_all`
+//! before a purge, a queue deletion or a re-creation drops the `pay` hash); `publish.lua`
+//! appends one `A` per delivery of a new publication with a payload into the topic's log, and
+//! `fanout_ack.lua` one `R` per copy no queue took, once per entry whoever acknowledges. Moves
+//! (`transfer_out`/`transfer_apply`/`transfer_revert`) and fan-out applies carry the `pay`
+//! entry and append nothing; a repeated apply finds its id applied and changes nothing, so no
+//! recovery path records an event twice. Each entry holds `k` (`A` or `R`) and `t`, the
+//! payload tag `<len(message id)>:<message id><payload key>` (the value of the `pay` hash).
+//! A log is not one of its queue's keys: a queue deletion leaves it, with the deletion's
+//! `R` events in it.
+//!
+//! **Registry.** `{P}:payload-logs` is the set of logs that may hold events. A log is added
+//! (`SADD`, by the Rust side, remembered per process so it costs one round trip per log per
+//! process) *before* the first script that may write to it: a send, a transfer apply or a
+//! fan-out apply carrying a payload (for the queue's log: from then on the queue's `pay` hash
+//! may be non-empty, and every later removal may release), and a publish with a payload (for
+//! the topic's log: its `A` events and its copies' `R` at the ack). A log is **never removed**
+//! from the registry. Removing one safely would need a check in the log's slot that no writer
+//! can pass afterwards without registering again, and a writer that trusts its per-process
+//! cache would not register again; every scheme that compares tokens across the two slots
+//! either strands an event written between the check and the removal or makes gateways
+//! re-register each other's logs in turn. Never removing costs one set member per queue or
+//! topic that ever held a payload (and its stream key, emptied by acknowledgements); in
+//! exchange the argument is one line: every event is written into a log that was registered
+//! before, and stays registered, so a reader walking the registry finds it.
+//!
+//! **Reading and acknowledging.** [`payload_events`](RedisEngine::payload_events) walks the
+//! registry from a random member (so a busy log does not starve the others) and reads each log
+//! from its start (`XRANGE`), until it has about `limit` events; the batch's cursor holds, per
+//! log read, `<log key> <last id read>`. A log's ids grow with every append, so what a read
+//! sees of a log is a prefix of it, and [`ack_payload_events`](RedisEngine::ack_payload_events)
+//! removes exactly that prefix with `XTRIM MINID` (ids up to the last read): entries appended
+//! after the read have larger ids and stay, and trimming a prefix already trimmed (a second
+//! acknowledgement, or another gateway's) removes nothing else.
 
+use super::calls::FAN_OUT;
 use crate::RedisEngine;
-use sluice_engine::{EngineError, PayloadEventBatch};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+use sluice_engine::{
+    EngineError, PayloadEvent, PayloadEventBatch, PayloadEventKind, PayloadRef, QueueKey, TopicKey,
+};
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
 
-impl RedisEngine {
-    /// No operation records events yet: nothing to read.
-    pub(crate) async fn payload_events(
-        &self,
-        _limit: usize,
-    ) -> Result<PayloadEventBatch, EngineError> {
-        Ok(PayloadEventBatch::default())
+/// The `pay` value and event tag of a message with a payload: the message id, length-prefixed,
+/// then the payload key (opaque: any characters); `''` without a payload.
+pub(crate) fn payload_tag(message_id: &str, payload: Option<&PayloadRef>) -> String {
+    payload.map_or_else(String::new, |p| {
+        format!("{}:{message_id}{}", message_id.len(), p.key)
+    })
+}
+
+/// The inverse of [`payload_tag`]: `(message id, payload key)`.
+fn parse_tag(tag: &str) -> Option<(String, String)> {
+    let (len, rest) = tag.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    let (message_id, key) = (rest.get(..len)?, rest.get(len..)?);
+    Some((message_id.to_owned(), key.to_owned()))
+}
+
+/// The logs this process has registered (they stay registered for good).
+#[derive(Debug, Default)]
+pub(crate) struct KnownLogs(Mutex<HashSet<String>>);
+
+impl KnownLogs {
+    fn contains(&self, log: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(log)
     }
 
-    /// Nothing was read, so there is nothing to forget.
+    fn insert(&self, log: String) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(log);
+    }
+}
+
+/// One log's entries as `XRANGE` answers them: id, then field/value pairs.
+type StreamEntries = Vec<(String, Vec<String>)>;
+
+impl RedisEngine {
+    /// Registers `log` unless this process did before; call before a script that may write to
+    /// a log not known to be registered.
+    async fn register_payload_log(&self, log: String) -> Result<(), EngineError> {
+        if self.payload_logs.contains(&log) {
+            return Ok(());
+        }
+        let mut add = redis::cmd("SADD");
+        add.arg(self.keys.payload_logs()).arg(&log);
+        self.redis.query::<i64>(&add).await?;
+        self.payload_logs.insert(log);
+        Ok(())
+    }
+
+    /// Registers the queue's log before a script that may leave a payload message in it.
+    pub(crate) async fn register_queue_payload_log(
+        &self,
+        key: &QueueKey,
+    ) -> Result<(), EngineError> {
+        self.register_payload_log(self.keys.queue_payload_log(key))
+            .await
+    }
+
+    /// Registers the topic's log before a publish with a payload.
+    pub(crate) async fn register_topic_payload_log(
+        &self,
+        topic: &TopicKey,
+    ) -> Result<(), EngineError> {
+        self.register_payload_log(self.keys.topic_payload_log(topic))
+            .await
+    }
+
+    pub(crate) async fn payload_events(
+        &self,
+        limit: usize,
+    ) -> Result<PayloadEventBatch, EngineError> {
+        let mut batch = PayloadEventBatch::default();
+        if limit == 0 {
+            return Ok(batch);
+        }
+        let mut members = redis::cmd("SMEMBERS");
+        members.arg(self.keys.payload_logs());
+        let mut logs: Vec<String> = self.redis.query(&members).await?;
+        if logs.is_empty() {
+            return Ok(batch);
+        }
+        logs.sort();
+        let start = rand::Rng::gen_range(&mut rand::thread_rng(), 0..logs.len());
+        logs.rotate_left(start);
+        let limit_per_log = limit;
+        let mut reads = stream::iter(logs)
+            .map(|log| async move {
+                let mut range = redis::cmd("XRANGE");
+                range
+                    .arg(&log)
+                    .arg("-")
+                    .arg("+")
+                    .arg("COUNT")
+                    .arg(limit_per_log);
+                let entries: StreamEntries = self.redis.query(&range).await?;
+                Ok::<_, EngineError>((log, entries))
+            })
+            .buffered(FAN_OUT);
+        while let Some((log, entries)) = reads.try_next().await? {
+            let room = limit - batch.events.len();
+            let mut last = None;
+            for (id, fields) in entries.into_iter().take(room) {
+                batch.events.push(parse_event(&log, &id, &fields)?);
+                last = Some(id);
+            }
+            if let Some(id) = last {
+                batch.cursor.push(format!("{log} {id}"));
+            }
+            if batch.events.len() >= limit {
+                break;
+            }
+        }
+        Ok(batch)
+    }
+
     pub(crate) async fn ack_payload_events(
         &self,
-        _batch: &PayloadEventBatch,
+        batch: &PayloadEventBatch,
     ) -> Result<(), EngineError> {
+        stream::iter(batch.cursor.iter().cloned())
+            .map(|position| self.trim_payload_log(position))
+            .buffer_unordered(FAN_OUT)
+            .try_collect::<Vec<()>>()
+            .await?;
         Ok(())
+    }
+}
+
+impl RedisEngine {
+    /// Removes the prefix of one log that a cursor position (`<log key> <last id read>`) says
+    /// was read.
+    async fn trim_payload_log(&self, position: String) -> Result<(), EngineError> {
+        let bad = || EngineError::Internal(format!("not a payload cursor: {position:?}"));
+        let (log, id) = position.rsplit_once(' ').ok_or_else(bad)?;
+        let (ms, seq) = id.split_once('-').ok_or_else(bad)?;
+        let (ms, seq): (u64, u64) = (
+            ms.parse().map_err(|_| bad())?,
+            seq.parse().map_err(|_| bad())?,
+        );
+        // MINID keeps ids >= the threshold: the one just after the last read.
+        let next = match seq.checked_add(1) {
+            Some(seq) => format!("{ms}-{seq}"),
+            None => format!("{}-0", ms.saturating_add(1)),
+        };
+        let mut trim = redis::cmd("XTRIM");
+        trim.arg(log).arg("MINID").arg(next);
+        self.redis.query::<i64>(&trim).await.map(|_| ())
+    }
+}
+
+fn parse_event(log: &str, id: &str, fields: &[String]) -> Result<PayloadEvent, EngineError> {
+    let corrupt = || EngineError::Internal(format!("corrupt payload event {id} in {log}"));
+    let field = |name: &str| {
+        fields
+            .chunks(2)
+            .find(|pair| pair[0] == name)
+            .and_then(|pair| pair.get(1))
+    };
+    let kind = match field("k").map(String::as_str) {
+        Some("A") => PayloadEventKind::Added,
+        Some("R") => PayloadEventKind::Released,
+        _ => return Err(corrupt()),
+    };
+    let (message_id, key) = field("t").and_then(|t| parse_tag(t)).ok_or_else(corrupt)?;
+    Ok(PayloadEvent {
+        kind,
+        key,
+        message_id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_round_trip_whatever_the_key_holds() {
+        let payload = PayloadRef {
+            key: "t/00ff: odd 9:key".into(),
+            size: 3,
+            enveloped: false,
+        };
+        let tag = payload_tag("msg:1", Some(&payload));
+        assert_eq!(
+            parse_tag(&tag),
+            Some(("msg:1".to_owned(), payload.key.clone()))
+        );
+        assert_eq!(payload_tag("m", None), "");
+        assert_eq!(parse_tag("x"), None);
+        assert_eq!(parse_tag("9:short"), None);
     }
 }

@@ -15,18 +15,24 @@
 -- KEYS[4] dedup-at      zset: deduplication ids, score = accepted_at (clean-up)
 -- KEYS[5] outbox        hash: entry id -> '<published_at> <seq (0: none)> <publication JSON>'
 -- KEYS[6] outbox-order  zset: entry id -> its number (order)
+-- KEYS[7] plog          stream: the topic's payload events (see the queue prelude, queue.lua):
+--                       one 'A' per delivery of a new publication with a payload, here, at
+--                       the commit the publish's answer stands on
 -- ARGV[1] now
 -- ARGV[2] 1 for a FIFO topic, else 0
 -- ARGV[3] deduplication window in ms
 -- ARGV[4] recovery grace in ms
 -- ARGV[5] most pending entries to answer (FIFO), or to look at (standard)
 -- ARGV[6], ...: per publication: message id, deduplication id ('' = none), number of
---         deliveries, publication JSON, n = number of filtered-out subscriptions, then n ids
+--         deliveries, publication JSON, n = number of filtered-out subscriptions, then n ids,
+--         then t = number of payload tags (one per delivery when it has a payload, else 0),
+--         then t tags
 -- Reply: {per publication: 1 (new) or 2 (duplicate), seq (0: none), message id (the
 --         original's for a duplicate), entry id ('' = nothing to deliver); then complete (1 if
 --         the pending entries below are every one the caller must deliver first, else 0);
 --         then per pending entry: entry id, value}
 local META, COUNTERS, DEDUP, DEDUP_AT, OUTBOX, ORDER = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local PLOG = KEYS[7]
 local now = tonumber(ARGV[1])
 local fifo = ARGV[2] == '1'
 local window = tonumber(ARGV[3])
@@ -46,9 +52,17 @@ while i <= #ARGV do
   for k = 1, n do
     filtered[k] = ARGV[i + 4 + k]
   end
+  local t = tonumber(ARGV[i + 5 + n])
+  if not t or i + 5 + n + t > #ARGV then
+    return redis.error_reply('ERR publish: malformed arguments')
+  end
+  local tags = {}
+  for k = 1, t do
+    tags[k] = ARGV[i + 5 + n + k]
+  end
   pubs[#pubs + 1] = { id = ARGV[i], dedup = ARGV[i + 1], deliveries = deliveries,
-    json = ARGV[i + 3], filtered = filtered }
-  i = i + 5 + n
+    json = ARGV[i + 3], filtered = filtered, tags = tags }
+  i = i + 6 + n + t
 end
 
 local function int(n)
@@ -119,6 +133,9 @@ for _, p in ipairs(pubs) do
       entry = string.format('%016d', order)
       redis.call('HSET', OUTBOX, entry, ARGV[1] .. ' ' .. int(seq) .. ' ' .. p.json)
       redis.call('ZADD', ORDER, order, entry)
+    end
+    for _, tag in ipairs(p.tags) do
+      redis.call('XADD', PLOG, '*', 'k', 'A', 't', tag)
     end
     reply[#reply + 1] = 1
     reply[#reply + 1] = seq

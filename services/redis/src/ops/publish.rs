@@ -2,6 +2,7 @@
 //! publication of the call (deduplication and sequence number on FIFO topics, filtered-out
 //! counts, the outbox entry) and answers the pending entries to deliver before them.
 
+use super::payload_events::payload_tag;
 use super::transfers::RECOVERY_GRACE_MS;
 use crate::codec::{to_json, Reply};
 use crate::conn::Call;
@@ -50,6 +51,9 @@ impl RedisEngine {
         now: Millis,
     ) -> Result<Committed, EngineError> {
         let fifo = topic.is_fifo();
+        if publications.iter().any(|p| p.payload.is_some()) {
+            self.register_topic_payload_log(topic).await?;
+        }
         let mut call = self.topic_call(&scripts::PUBLISH, topic);
         call.arg(now)
             .arg(u8::from(fifo))
@@ -64,6 +68,15 @@ impl RedisEngine {
                 .arg(p.filtered_out.len());
             for id in &p.filtered_out {
                 call.arg(id);
+            }
+            // One `Added` per copy, recorded with the publication (none for a duplicate).
+            if p.payload.is_some() {
+                call.arg(p.deliveries.len());
+                for d in &p.deliveries {
+                    call.arg(payload_tag(&d.message_id, p.payload.as_ref()));
+                }
+            } else {
+                call.arg(0);
             }
         }
         let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;

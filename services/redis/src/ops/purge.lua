@@ -8,7 +8,9 @@
 if redis.call('EXISTS', META) == 0 then
   return { 0 }
 end
-redis.call('UNLINK', VIS, RCV, SENT, MSG, RX, SIZES)
+-- Every payload message leaves for good: released (pay holds those only).
+release_all()
+redis.call('UNLINK', VIS, RCV, SENT, MSG, RX, SIZES, PAY)
 redis.call('HSET', META, 'stored_bytes', 0)
 if FIFO then
   redis.call('UNLINK', READY, WAIT, GROUP, GMSG, MGRP, ATTEMPT, ATTEMPT_AT)

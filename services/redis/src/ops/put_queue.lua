@@ -21,7 +21,9 @@ end
 local created = 0
 if redis.call('EXISTS', META) == 0 then
   created = 1
-  -- A new incarnation starts empty, whatever an interrupted past left behind.
+  -- A new incarnation starts empty, whatever an interrupted past left behind (a payload
+  -- message among that leaves for good).
+  release_all()
   redis.call('UNLINK', unpack(KEYS, 1, QUEUE_KEYS))
   redis.call('HSET', META, 'uid', ARGV[2], 'created_at', ARGV[1], 'seq', 0, 'delivery', 0)
 end

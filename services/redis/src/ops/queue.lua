@@ -1,6 +1,6 @@
 -- Shared prelude of every queue script (scripts.rs prepends it). Each queue script takes the
--- same KEYS, all under the queue's hash tag (one cluster slot): nine for a standard queue,
--- eighteen for a FIFO queue (which is how a script tells them apart):
+-- same KEYS, all under the queue's hash tag (one cluster slot): eleven for a standard queue,
+-- twenty for a FIFO queue (which is how a script tells them apart):
 --   KEYS[1] meta  hash: uid, config (JSON), retention (ms), max_depth ('' = unbounded),
 --                 created_at, updated_at, seq (last seq issued), delivery (last delivery issued),
 --                 stored_bytes (the sum of `size`; absent = 0),
@@ -40,15 +40,26 @@
 --            the meta field stored_bytes. Every script that adds a message calls add_size,
 --            every removal goes through remove_message (purge and queue deletion drop both
 --            wholesale), so the sum moves in the same script as the messages.
+--   pay      hash: member -> payload tag '<len(message id)>:<message id><payload key>', for the
+--            messages whose body is in a payload store only; kept by add_size and
+--            remove_message beside size.
+--   plog     stream: the queue's payload events (see payload_event). Not one of the queue's
+--            own keys: it outlives the queue, so a deletion's Released events stay readable.
+-- Payload events: one 'A' (added) per payload message a send stores, one 'R' (released) per
+-- payload message that leaves for good (delete, expiry, purge, queue deletion); a move out
+-- (transfer_out) and in (transfer_apply, transfer_revert, fanout_apply: a copy's 'A' is the
+-- publish's, in the topic's log) records nothing.
 local META, VIS, RCV, SENT, MSG, RX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
--- put_queue and delete_queue also take the queue's fence key after these (KEYS[10] or
--- KEYS[19]; see tenant_delete_begin.lua). QUEUE_KEYS counts the queue's own keys.
-local QUEUE_KEYS, FENCE = #KEYS, nil
-if #KEYS == 10 or #KEYS == 19 then
-  QUEUE_KEYS, FENCE = #KEYS - 1, KEYS[#KEYS]
+-- put_queue and delete_queue also take the queue's fence key after these (KEYS[12] or
+-- KEYS[21]; see tenant_delete_begin.lua). QUEUE_KEYS counts the queue's own keys (the payload
+-- log, after them, is not one).
+local QUEUE_KEYS, FENCE = #KEYS - 1, nil
+if #KEYS == 12 or #KEYS == 21 then
+  QUEUE_KEYS, FENCE = #KEYS - 2, KEYS[#KEYS]
 end
-local FIFO = QUEUE_KEYS == 18
-local OUT, APPLIED, SIZES = KEYS[QUEUE_KEYS - 2], KEYS[QUEUE_KEYS - 1], KEYS[QUEUE_KEYS]
+local FIFO = QUEUE_KEYS == 19
+local OUT, APPLIED, SIZES, PAY = KEYS[QUEUE_KEYS - 3], KEYS[QUEUE_KEYS - 2], KEYS[QUEUE_KEYS - 1], KEYS[QUEUE_KEYS]
+local PLOG = KEYS[QUEUE_KEYS + 1]
 local READY, WAIT, GROUP, GMSG, MGRP = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local DEDUP, DEDUP_AT, ATTEMPT, ATTEMPT_AT = KEYS[12], KEYS[13], KEYS[14], KEYS[15]
 -- FIFO: groups whose messages changed during this script; settle_dirty places them again.
@@ -147,18 +158,45 @@ local function settle_dirty(now)
   return woke
 end
 
--- Records the size of message m, just added, and adds it to the queue's stored_bytes.
-local function add_size(m, size)
+-- Appends a payload event ('A' added, 'R' released) of the message with payload tag `tag`.
+local function payload_event(kind, tag)
+  redis.call('XADD', PLOG, '*', 'k', kind, 't', tag)
+end
+
+-- Records the size of message m, just added, and adds it to the queue's stored_bytes; with a
+-- payload tag ('' or nil: none), records its payload reference too.
+local function add_size(m, size, tag)
   size = tonumber(size) or 0
   redis.call('HSET', SIZES, m, int(size))
   redis.call('HINCRBY', META, 'stored_bytes', int(size))
+  if tag and tag ~= '' then
+    redis.call('HSET', PAY, m, tag)
+  end
 end
 
-local function remove_message(m)
+-- Releases every payload message the queue holds (before a purge or deletion drops `pay`
+-- wholesale): one 'R' per entry of `pay`, which holds payload messages only.
+local function release_all()
+  local entries = redis.call('HGETALL', PAY)
+  for i = 2, #entries, 2 do
+    payload_event('R', entries[i])
+  end
+end
+
+-- Removes message m from every structure; `moving` (a move out) keeps its payload alive,
+-- otherwise a payload message is released.
+local function remove_message(m, moving)
   local size = redis.call('HGET', SIZES, m)
   if size then
     redis.call('HDEL', SIZES, m)
     redis.call('HINCRBY', META, 'stored_bytes', -tonumber(size))
+  end
+  local tag = redis.call('HGET', PAY, m)
+  if tag then
+    redis.call('HDEL', PAY, m)
+    if not moving then
+      payload_event('R', tag)
+    end
   end
   redis.call('ZREM', VIS, m)
   redis.call('ZREM', RCV, m)

@@ -10,8 +10,10 @@
 -- ARGV[2] wake channel
 -- ARGV[3] wake payload
 -- ARGV[4] deduplication window in ms (FIFO queues)
--- ARGV[5], ...: per message, visible_at, the message (JSON) and its size; FIFO queues add the
---         message id, the group id and the deduplication id ('' = none)
+-- ARGV[5], ...: per message, visible_at, the message (JSON), its size and its payload tag
+--         ('' = none; see the prelude); FIFO queues add the message id, the group id and the
+--         deduplication id ('' = none)
+-- A stored message with a payload records its 'A' event; a duplicate records nothing.
 -- Reply: {0} if the queue does not exist, else {1, ...} with per message: seq or 0 (refused);
 --         FIFO queues follow each with the original's message id when it was a duplicate
 --         (then the seq is the original's), '' otherwise
@@ -23,9 +25,9 @@ local max_depth = tonumber(redis.call('HGET', META, 'max_depth'))
 local depth = redis.call('ZCARD', SENT)
 local reply = { 1 }
 local accepted = 0
-local step, window, by_group = 3, 0, false
+local step, window, by_group = 4, 0, false
 if FIFO then
-  step = 6
+  step = 7
   window = tonumber(ARGV[4])
   by_group = redis.call('HGET', META, 'dedup_scope') == 'message_group'
   -- Records past the window, a few more than this batch may add, so they never pile up.
@@ -33,11 +35,11 @@ if FIFO then
 end
 for i = 5, #ARGV, step do
   local dkey, original = nil, nil
-  if FIFO and ARGV[i + 5] ~= '' then
+  if FIFO and ARGV[i + 6] ~= '' then
     if by_group then
-      dkey = 'g:' .. group_prefix(ARGV[i + 4]) .. ARGV[i + 5]
+      dkey = 'g:' .. group_prefix(ARGV[i + 5]) .. ARGV[i + 6]
     else
-      dkey = 'q:' .. ARGV[i + 5]
+      dkey = 'q:' .. ARGV[i + 6]
     end
     local record = redis.call('HGET', DEDUP, dkey)
     if record then
@@ -59,14 +61,17 @@ for i = 5, #ARGV, step do
     local seq = redis.call('HINCRBY', META, 'seq', 1)
     local m = member(seq)
     redis.call('HSET', MSG, m, ARGV[i + 1])
-    add_size(m, ARGV[i + 2])
+    add_size(m, ARGV[i + 2], ARGV[i + 3])
+    if ARGV[i + 3] ~= '' then
+      payload_event('A', ARGV[i + 3])
+    end
     redis.call('ZADD', VIS, ARGV[i], m)
     redis.call('ZADD', SENT, ARGV[1], m)
     depth = depth + 1
     accepted = accepted + 1
     reply[#reply + 1] = seq
     if FIFO then
-      local g = ARGV[i + 4]
+      local g = ARGV[i + 5]
       redis.call('ZADD', GMSG, 0, group_prefix(g) .. m)
       redis.call('HSET', MGRP, m, g)
       if redis.call('HEXISTS', GROUP, g) == 0 then
@@ -74,7 +79,7 @@ for i = 5, #ARGV, step do
         place(g, tonumber(ARGV[i]), m, now)
       end
       if dkey then
-        redis.call('HSET', DEDUP, dkey, int(seq) .. ' ' .. ARGV[1] .. ' ' .. ARGV[i + 3])
+        redis.call('HSET', DEDUP, dkey, int(seq) .. ' ' .. ARGV[1] .. ' ' .. ARGV[i + 4])
         redis.call('ZADD', DEDUP_AT, ARGV[1], dkey)
       end
       reply[#reply + 1] = ''

@@ -1,6 +1,7 @@
 //! Sending a batch of messages (`send.lua`): one script call for the whole batch.
 
 use super::calls::not_found;
+use super::payload_events::payload_tag;
 use crate::codec::{to_json, StoredBody};
 use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
@@ -20,6 +21,9 @@ impl RedisEngine {
             return Ok(Vec::new());
         }
         let fifo = key.name.is_fifo();
+        if messages.iter().any(|m| m.payload.is_some()) {
+            self.register_queue_payload_log(key).await?;
+        }
         let queue_id = Keys::queue_id(key);
         let mut call = self.queue_call(&scripts::SEND, key);
         call.arg(now)
@@ -30,6 +34,7 @@ impl RedisEngine {
         for m in messages {
             let (group, dedup) = (m.group_id.clone(), m.deduplication_id.clone());
             let size = message_size_with_payload(&m.body, &m.attributes, m.payload.as_ref());
+            let tag = payload_tag(&m.message_id, m.payload.as_ref());
             call.arg(m.visible_at).arg(to_json(&StoredBody {
                 message_id: m.message_id.clone(),
                 body: m.body,
@@ -39,7 +44,7 @@ impl RedisEngine {
                 dead_letter: None,
                 payload: m.payload,
             })?);
-            call.arg(size);
+            call.arg(size).arg(tag);
             if fifo {
                 // The services guarantee both on FIFO queues; without them a message joins the
                 // group "" and is never a duplicate.

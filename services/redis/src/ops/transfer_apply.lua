@@ -9,7 +9,7 @@
 -- ARGV[3] wake payload
 -- ARGV[4] how long applied transfer ids are remembered, in ms
 -- ARGV[5], ...: per message: transfer id, message (JSON), sent_at, group ('' = none; FIFO),
---         size
+--         size, payload tag ('' = none; see the prelude)
 -- Reply: {0} if the queue does not exist, else {1, per message: its new seq, or 0 if this
 --         transfer was applied before}
 if redis.call('EXISTS', META) == 0 then
@@ -19,7 +19,7 @@ local now = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', APPLIED, '-inf', int(now - tonumber(ARGV[4])))
 local reply = { 1 }
 local added = 0
-for i = 5, #ARGV, 5 do
+for i = 5, #ARGV, 6 do
   local id = ARGV[i]
   if redis.call('ZSCORE', APPLIED, id) then
     reply[#reply + 1] = 0
@@ -27,7 +27,7 @@ for i = 5, #ARGV, 5 do
     local seq = redis.call('HINCRBY', META, 'seq', 1)
     local m = member(seq)
     redis.call('HSET', MSG, m, ARGV[i + 1])
-    add_size(m, ARGV[i + 4])
+    add_size(m, ARGV[i + 4], ARGV[i + 5])
     redis.call('ZADD', VIS, ARGV[1], m)
     redis.call('ZADD', SENT, ARGV[i + 2], m)
     if FIFO then

@@ -18,6 +18,9 @@ pub(crate) struct Arrival {
     pub group: Option<String>,
     /// Its size as `max_message_bytes` counts it (the destination's stored bytes grow by it).
     pub size: usize,
+    /// Its payload tag (`ops/payload_events.rs`; empty without a payload): carried, never
+    /// released or added by a move.
+    pub payload_tag: String,
 }
 
 impl RedisEngine {
@@ -29,6 +32,9 @@ impl RedisEngine {
         arrivals: &[Arrival],
         now: Millis,
     ) -> Result<Option<Vec<bool>>, EngineError> {
+        if arrivals.iter().any(|a| !a.payload_tag.is_empty()) {
+            self.register_queue_payload_log(key).await?;
+        }
         let queue_id = Keys::queue_id(key);
         let mut call = self.queue_call(&scripts::TRANSFER_APPLY, key);
         call.arg(now)
@@ -40,7 +46,8 @@ impl RedisEngine {
                 .arg(&a.msg)
                 .arg(a.sent_at)
                 .arg(a.group.as_deref().unwrap_or_default())
-                .arg(a.size);
+                .arg(a.size)
+                .arg(&a.payload_tag);
         }
         let Some(mut reply) = self.run_queue(key, &call, true).await? else {
             return Ok(None);

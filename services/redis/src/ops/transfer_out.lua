@@ -70,6 +70,7 @@ for i = 8, #ARGV, step do
       sent = sent_at,
       rx = redis.call('HGET', RX, m) or nil,
       size = redis.call('HGET', SIZES, m) or nil,
+      pay = redis.call('HGET', PAY, m) or nil,
       dest = ARGV[6],
       at = ARGV[1],
     }
@@ -80,7 +81,8 @@ for i = 8, #ARGV, step do
       intent.grp = redis.call('HGET', MGRP, m) or nil
     end
     local json = cjson.encode(intent)
-    remove_message(m)
+    -- A move: its payload goes with it (the intent keeps the tag for a revert).
+    remove_message(m, true)
     redis.call('HSET', OUT, id, json)
     reply[#reply + 1] = 0
     reply[#reply + 1] = json

@@ -21,7 +21,7 @@ for i = 4, #ARGV do
     local t = cjson.decode(json)
     local m = t.seq
     redis.call('HSET', MSG, m, t.msg)
-    add_size(m, t.size)
+    add_size(m, t.size, t.pay)
     redis.call('ZADD', VIS, t.vis, m)
     redis.call('ZADD', SENT, t.sent, m)
     if t.rcv then

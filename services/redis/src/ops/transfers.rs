@@ -111,6 +111,10 @@ impl RedisEngine {
                         &body.attributes,
                         body.payload.as_ref(),
                     ),
+                    payload_tag: super::payload_events::payload_tag(
+                        &body.message_id,
+                        body.payload.as_ref(),
+                    ),
                     msg: to_json(&body)?,
                     sent_at,
                     group: intent.grp.clone(),
