@@ -1,10 +1,10 @@
 //! Large payloads spilled to a payload store, end to end: bodies above the spill threshold (1 KiB
 //! here, so most test bodies spill) round-trip through send, batch, peek, receive, FIFO
-//! deduplication, dead-letter moves, redrive, topic fan-out and the AWS endpoint with the same
-//! bodies and MD5s as unspilled ones — on the embedded engine with its local folder and on Redis
-//! with a real S3-compatible server (moto) — while the objects in the store are counted; an
-//! outage of the S3 server answers 503 and loses nothing; a 64 MiB send stays within its memory
-//! bound; and the limits refuse what they should.
+//! deduplication, dead-letter moves, redrive, topic fan-out, the dashboard's queue page and the
+//! AWS endpoint with the same bodies and MD5s as unspilled ones — on the embedded engine with its
+//! local folder and on Redis with a real S3-compatible server (moto) — while the objects in the
+//! store are counted; an outage of the S3 server answers 503 and loses nothing; a 64 MiB send
+//! stays within its memory bound; and the limits refuse what they should.
 
 use crate::aws_sqs::{sdk_client, Tenant, ALL_QUEUE_SCOPES};
 use crate::harness::{assert_error, redis_gateway, tenant_token, Server, SECRET};
@@ -192,6 +192,37 @@ fn assert_message(message: &Value, body: &str, sent: &Value) {
     assert_eq!(message["md5_of_attributes"], sent["md5_of_attributes"]);
 }
 
+/// A dashboard page as `token`'s session sees it.
+async fn dashboard_page(server: &Server, token: &str, path: &str) -> String {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let signed_in = client
+        .post(server.url("/dashboard/login"))
+        .header("origin", &server.base)
+        .form(&[("token", token)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), 303);
+    let cookie = signed_in.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let page = client
+        .get(server.url(path))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    page.text().await.unwrap()
+}
+
 /// Everything a user does with large bodies, on one gateway, checking the store's objects.
 async fn spilled_bodies_round_trip(server: &Server, objects: &Objects, tenant: &str) {
     let t = tenant_token(tenant);
@@ -223,6 +254,13 @@ async fn spilled_bodies_round_trip(server: &Server, objects: &Objects, tenant: &
     let keys = objects.keys().await;
     assert_eq!(keys.len(), 1, "only the large body is an object: {keys:?}");
     assert!(keys.iter().all(|k| k.tenant() == tenant), "{keys:?}");
+
+    let page = dashboard_page(server, &t, "/dashboard/queues/big").await;
+    let tail = &large[large.len() - 2000..];
+    assert!(
+        page.contains(tail),
+        "the dashboard's queue page shows the whole spilled body"
+    );
 
     let peeked = peek(server, &t, "big").await;
     assert_eq!(peeked.len(), 2);
