@@ -641,6 +641,10 @@ async fn an_s3_outage_answers_503_and_loses_nothing() {
             .any(|l| l.contains("event=\"received\"") && l.contains("queue=\"big\"")),
         "nothing counted as received from big"
     );
+    for operation in ["put", "get"] {
+        let series = format!("sluice_payload_store_errors_total{{operation=\"{operation}\"}}");
+        assert!(metrics.contains(&series), "{series} in {metrics}");
+    }
 
     path.restore();
     // At once receivable again: the failed receive made them visible, not its 600 s timeout.

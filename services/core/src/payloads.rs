@@ -51,8 +51,14 @@ pub(crate) struct Spilled {
     version: u64,
 }
 
-/// What a store failure means to the caller: always worth retrying later.
-fn unavailable(error: PayloadError) -> ServiceError {
+/// Counts a failed store call in `sluice_payload_store_errors_total{operation}`.
+fn count_failure(operation: &'static str) {
+    metrics::counter!("sluice_payload_store_errors_total", "operation" => operation).increment(1);
+}
+
+/// What a failed store call means to the caller: always worth retrying later.
+fn unavailable(operation: &'static str, error: PayloadError) -> ServiceError {
+    count_failure(operation);
     ServiceError::Unavailable(error.to_string())
 }
 
@@ -127,7 +133,7 @@ impl Services {
             .store
             .put(&key, Bytes::from(std::mem::take(body)))
             .await
-            .map_err(unavailable)?;
+            .map_err(|error| unavailable("put", error))?;
         let record = LedgerRecord::uncommitted(holders, now);
         let version = match payload_ledger::create(self.engine.as_ref(), &key, &record).await {
             Ok(version) => version,
@@ -135,6 +141,7 @@ impl Services {
                 // Without a record the object is an orphan from the start: remove it now if
                 // the store lets us, else the orphan sweep will.
                 if let Err(e) = settings.store.delete(&key).await {
+                    count_failure("delete");
                     tracing::warn!(%key, error = %e, "could not remove an unrecorded payload object");
                 }
                 return Err(error);
@@ -204,6 +211,7 @@ impl Services {
             return;
         };
         if let Err(error) = settings.store.delete(&spilled.key).await {
+            count_failure("delete");
             tracing::warn!(key = %spilled.key, %error, "could not remove an unused payload object");
             return;
         }
@@ -247,7 +255,7 @@ impl Services {
             })?;
         let bytes = settings.store.get(&key).await.map_err(|error| {
             tracing::warn!(%key, %error, "a spilled body cannot be read");
-            unavailable(error)
+            unavailable("get", error)
         })?;
         let body = String::from_utf8(Vec::from(bytes))
             .map_err(|_| ServiceError::Internal(format!("payload object {key} is not UTF-8")))?;
