@@ -12,16 +12,17 @@ use crate::validate::{
 };
 use crate::{ServiceError, Services};
 use sluice_engine::{
-    message_size, DeadLetter, MessageAttribute, MessageState, Millis, NewMessage, QueueConfig,
-    QueueKey, SentMessage, StoredMessage, TenantId,
+    message_size, message_size_with_payload, DeadLetter, MessageAttribute, MessageState, Millis,
+    NewMessage, QueueConfig, QueueKey, SentMessage, StoredMessage, TenantId,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// The bytes a message adds to its tenant's stored bytes (what `max_message_bytes` bounds).
+/// The bytes a message adds to its tenant's stored bytes (what `max_message_bytes` bounds),
+/// a payload kept in a payload store included.
 fn stored_size(message: &NewMessage) -> u64 {
-    message_size(&message.body, &message.attributes) as u64
+    message_size_with_payload(&message.body, &message.attributes, message.payload.as_ref()) as u64
 }
 
 /// A message to send.

@@ -5,6 +5,7 @@
 use super::*;
 use redb::backends::InMemoryBackend;
 use redb::StorageBackend;
+use sluice_engine::{PayloadEventKind, PayloadRef};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -347,4 +348,65 @@ async fn a_publish_whose_commit_failed_publishes_nothing() {
         engine.subscription_stats(&topic).await.unwrap()["s"].delivered,
         2
     );
+}
+
+/// Payload events follow what reached the disk: a send whose commit failed records no
+/// `Added`; a delete whose commit failed is carried to the next commit and records one
+/// `Released` there, however often it is retried; the events survive a restart until
+/// acknowledged.
+#[tokio::test]
+async fn payload_events_follow_what_reached_the_disk() {
+    let disk = FlakyDisk::new();
+    let engine = disk.engine();
+    engine
+        .put_queue(&q(), QueueConfig::with_defaults(262_144), 0)
+        .await
+        .unwrap();
+    let spilled = |body: &str| NewMessage {
+        body: String::new(),
+        payload: Some(PayloadRef {
+            key: format!("t/{body}"),
+            size: 10,
+            enveloped: false,
+        }),
+        ..message(body)
+    };
+    let kinds = |batch: &PayloadEventBatch| {
+        batch
+            .events
+            .iter()
+            .map(|e| (e.kind, e.message_id.clone()))
+            .collect::<Vec<_>>()
+    };
+    engine.send(&q(), vec![spilled("kept")], 0).await.unwrap();
+    let handle = engine.receive(&q(), 1, 60, None, 0).await.unwrap().messages[0]
+        .receipt_handle
+        .clone();
+
+    disk.set_full(true);
+    assert!(engine.send(&q(), vec![spilled("lost")], 0).await.is_err());
+    for _ in 0..2 {
+        let failed = engine.delete(&q(), std::slice::from_ref(&handle), 0).await;
+        assert!(
+            matches!(failed, Err(EngineError::Unavailable(_))),
+            "{failed:?}"
+        );
+    }
+    disk.set_full(false);
+    until_ready(&engine).await;
+    let retried = engine.delete(&q(), &[handle], 0).await.unwrap();
+    assert!(retried[0].is_ok());
+
+    drop(engine);
+    let engine = disk.engine();
+    let batch = engine.payload_events(100).await.unwrap();
+    assert_eq!(
+        kinds(&batch),
+        [
+            (PayloadEventKind::Added, "id-kept".to_owned()),
+            (PayloadEventKind::Released, "id-kept".to_owned()),
+        ]
+    );
+    engine.ack_payload_events(&batch).await.unwrap();
+    assert!(engine.payload_events(100).await.unwrap().events.is_empty());
 }

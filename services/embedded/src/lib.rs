@@ -55,6 +55,11 @@
 //! for sends, copies become receivable and counters change only once the commit is durable.
 //! Each topic's state is also kept in memory (`topic_entry.rs`), rebuilt at start-up.
 //!
+//! **Payloads** (`store.rs`, `ops/payload_events.rs`): a message whose body is in a payload
+//! store keeps its reference in the `msg_payload` table, and the transaction that writes or
+//! removes it for good also records the payload event in `payload_events` (moves carry it and
+//! record nothing), so events are exactly what reached the disk.
+//!
 //! **Layout.** `lib.rs` holds [`EmbeddedEngine`] and its opening and implements the engine
 //! traits by delegating to one module per operation under `ops/`. Shared by those: `catalog.rs`
 //! (the in-memory maps of queues, tenants, tombstones and topics), `queue_entry.rs` (one queue

@@ -98,7 +98,8 @@ impl QueueListener {
 ///   its new receive count (the engine draws the jitter). A change of visibility sets exactly
 ///   the time asked.
 /// * **Stored bytes**: a queue's [`QueueStats::stored_bytes`](crate::QueueStats::stored_bytes)
-///   is the sum of [`message_size`](crate::message_size) over the messages it stores (expired
+///   is the sum of [`message_size_with_payload`](crate::message_size_with_payload) (a
+///   payload's size included) over the messages it stores (expired
 ///   ones left out, as in the counts), changed in the same atomic step as every add (send,
 ///   fan-out copy, arriving move) and removal (delete, purge, expiry, leaving move, queue
 ///   deletion); a move in flight between two queues counts in neither. Tenant quotas are

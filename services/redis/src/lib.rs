@@ -31,6 +31,11 @@
 //!   entry acknowledged; [`Publishing::recover_publications`] completes interrupted fan-outs.
 //!   A FIFO publisher first delivers every entry still pending before its own, so queues get
 //!   a topic's copies in sequence order.
+//! * **Payloads** (`ops/payload_events.rs`): a message whose body is in a payload store keeps
+//!   its reference in its JSON and a tag in the queue's `pay` hash; the script that adds or
+//!   removes it for good appends the payload event to the queue's (or, for a publication's
+//!   copies, the topic's) own log, so no event costs a round trip of its own;
+//!   [`Payloads`] walks the registry of logs to read and trim them.
 //! * **Caches** (`cache.rs`): queue configurations and known tenants for
 //!   [`RedisOptions::cache_ttl`] (1 s by default), so a send, a receive and a delete batch
 //!   are each one Redis call.

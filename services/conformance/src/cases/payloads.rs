@@ -335,7 +335,7 @@ pub async fn payload_refs_travel_with_their_message(ctx: Ctx) {
 /// Exactly one `Added` per committed message with a payload (sends, each copy of a
 /// publication) and one `Released` per such message that leaves for good (delete, purge,
 /// expiry, queue deletion, tenant deletion, a copy no queue took); nothing for moves, FIFO
-/// duplicates, repeated deletes or messages without payload.
+/// duplicates (of sends and of publications), repeated deletes or messages without payload.
 pub async fn payload_events_follow_adds_and_releases(ctx: Ctx) {
     let (s, t) = (&ctx.services, &ctx.tenant);
     ctx.queue("q", QueueConfigPatch::default()).await;
@@ -493,12 +493,31 @@ pub async fn payload_events_follow_adds_and_releases(ctx: Ctx) {
         ])
     );
 
+    // A FIFO topic's duplicate publication delivers nothing and records nothing.
+    let fifo_topic = TopicKey::new(t.clone(), QueueName::parse("big.fifo").unwrap());
+    let fifo_publication = Publication {
+        message_id: "pub-f".into(),
+        group_id: Some("g".into()),
+        deduplication_id: Some("same-pub".into()),
+        ..spilled_publication(p(9), vec![delivery("s-f", "f.fifo", true)])
+    };
+    for retry in [false, true] {
+        let answer = ctx
+            .engine
+            .publish(&fifo_topic, vec![fifo_publication.clone()], ctx.clock.now())
+            .await
+            .unwrap();
+        assert_eq!(answer[0].duplicate, retry);
+    }
+    assert_eq!(ctx.drain_events().await, vec![added(&p(9), "copy-s-f")]);
+
     // Tenant deletion releases what every queue held.
     ctx.engine.delete_tenant(t, ctx.clock.now()).await.unwrap();
     assert_eq!(
         ctx.drain_events().await,
         sorted(vec![
             released(&p(3), "f1"),
+            released(&p(9), "copy-s-f"),
             released(&p(6), "d1"),
             released(&shared, "copy-s-a"),
             released(&shared, "copy-s-b"),
