@@ -2,9 +2,10 @@
 //!
 //! This crate owns request validation (names, ranges, attributes, sizes), the SQS-compatible
 //! MD5s, resolution of delays and defaults from the queue's configuration, long polling, list
-//! pagination, tenant administration and the domain metrics. It speaks in domain terms so that
-//! the REST gateway and the later SQS/SNS-compatible front-ends share it; it knows no HTTP type
-//! and no concrete engine.
+//! pagination, tenant administration, the domain metrics, and spilling large bodies to a payload
+//! store (and reading them back) so that engines keep only a reference. It speaks in domain
+//! terms so that the REST gateway and the later SQS/SNS-compatible front-ends share it; it knows
+//! no HTTP type and no concrete engine.
 
 mod access_keys;
 mod activity;
