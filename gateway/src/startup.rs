@@ -72,6 +72,14 @@ impl Application {
         .with_metrics_per_queue(settings.metrics_per_queue)
         .with_aws_region(settings.aws_region.clone())
         .with_rate_limiter(limiter);
+        if matches!(settings.store, Store::Redis { .. })
+            && matches!(settings.payloads.store, PayloadStoreConfig::Local(_))
+        {
+            tracing::warn!(
+                "payload_store local on Redis: other gateways on this Redis cannot read the \
+                 bodies this one spills; give every gateway the same s3:// store"
+            );
+        }
         let services = match open_payload_store(&settings.payloads.store).await? {
             Some(store) => services.with_payloads(PayloadSettings {
                 store,
