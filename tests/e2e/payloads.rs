@@ -448,6 +448,24 @@ async fn spilled_bodies_round_trip_on_the_embedded_engine_with_its_folder() {
     spilled_bodies_round_trip(&server, &objects, "acme").await;
 }
 
+/// The local folder is durable like the engine beside it: a spilled message sent before a
+/// restart is received whole after it.
+#[tokio::test]
+async fn spilled_bodies_survive_a_restart_of_the_embedded_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--jwt-secret", SECRET, "--spill-threshold-bytes", THRESHOLD];
+    let mut server = Server::start_in(dir.path(), &args);
+    let t = tenant_token("restart");
+    put_queue(&server, &t, "q", json!({})).await;
+    let large = body(50_000, "durable");
+    let sent = send(&server, &t, "q", json!({"body": large})).await;
+    assert!(server.terminate().await.success());
+    let server = Server::start_in(dir.path(), &args);
+    let received = receive(&server, &t, "q").await;
+    assert_eq!(received.len(), 1);
+    assert_message(&received[0], &large, &sent);
+}
+
 #[tokio::test]
 async fn spilled_bodies_round_trip_on_redis_with_s3() {
     let s3 = S3Server::start().unwrap();
