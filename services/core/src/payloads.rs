@@ -441,6 +441,61 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_publish_stores_one_object_for_its_copies_and_none_when_no_copy_lands() {
+        use crate::{PublishRequest, SubscribeRequest, TopicConfigInput};
+        let dir = tempfile::tempdir().unwrap();
+        let (services, store, tenant) = spilling_services(dir.path()).await;
+        let full = QueueConfigPatch {
+            max_depth: Some(Some(1)),
+            ..QueueConfigPatch::default()
+        };
+        for (queue, patch) in [("a", QueueConfigPatch::default()), ("b", full)] {
+            services.put_queue(&tenant, queue, patch).await.unwrap();
+        }
+        services
+            .put_topic(&tenant, "t", TopicConfigInput::default())
+            .await
+            .unwrap();
+        for (queue, raw) in [("a", true), ("b", false)] {
+            let request = SubscribeRequest {
+                queue: queue.into(),
+                raw_delivery: Some(raw),
+                ..SubscribeRequest::default()
+            };
+            services.subscribe(&tenant, "t", request).await.unwrap();
+        }
+        let publish = |body: String| PublishRequest {
+            body,
+            ..PublishRequest::default()
+        };
+        services
+            .publish(&tenant, "t", publish("p".repeat(500)))
+            .await
+            .unwrap();
+        assert_eq!(objects(&store).await.len(), 1, "one object for both copies");
+        let ledger = payload_ledger::list(services.engine.as_ref(), None, 10)
+            .await
+            .unwrap();
+        assert_eq!(ledger[0].2.holders.len(), 2, "both copies hold it");
+        // `b` holds its copy (max_depth 1) and `a`, deleted, takes its subscription along:
+        // no queue takes a copy of the next publish, so its object goes at once.
+        services.delete_queue(&tenant, "a").await.unwrap();
+        services
+            .publish(&tenant, "t", publish("q".repeat(500)))
+            .await
+            .unwrap();
+        assert_eq!(
+            objects(&store).await.len(),
+            1,
+            "the refused publish left no object"
+        );
+        let ledger = payload_ledger::list(services.engine.as_ref(), None, 10)
+            .await
+            .unwrap();
+        assert_eq!(ledger.len(), 1);
+    }
+
+    #[tokio::test]
     async fn an_unreachable_store_refuses_spilling_sends_and_gives_back_what_a_receive_took() {
         let dir = tempfile::tempdir().unwrap();
         let (services, store, tenant) = spilling_services(dir.path()).await;
