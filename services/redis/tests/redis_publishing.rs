@@ -753,3 +753,64 @@ async fn payload_events_are_recorded_once_across_a_crashed_fan_out() {
 async fn cluster_payload_events_are_recorded_once_across_a_crashed_fan_out() {
     payload_events_are_recorded_once_across_a_crash(&shared_cluster().url()).await;
 }
+
+/// A tenant deleted while a fan-out with a payload is pending releases every copy once: the
+/// ones applied with their queue, the ones not applied yet by the fan-out's ack, which the
+/// deletion runs once the queues are gone.
+async fn tenant_deletion_releases_pending_copies(url: &str) {
+    let clock = ManualClock::new(START);
+    let engine = engine(url, &unique_prefix("pub-tenant-payload")).await;
+    queue(&engine, "a", None, clock.now()).await;
+    queue(&engine, "b", None, clock.now()).await;
+    let object = "acme/00000000000000000000000000000001".to_owned();
+    let p = Publication {
+        body: String::new(),
+        payload: Some(PayloadRef {
+            key: object.clone(),
+            size: 100,
+            enveloped: false,
+        }),
+        ..publication("p1", vec![to("s-a", "a", "c-a"), to("s-b", "b", "c-b")])
+    };
+    engine
+        .publish_interrupted(
+            &topic("big"),
+            vec![p],
+            clock.now(),
+            PublishCrash::AfterSomeApplies,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        all(&engine, "a", clock.now()).await.len() + all(&engine, "b", clock.now()).await.len(),
+        1,
+        "one copy applied before the crash"
+    );
+    engine.delete_tenant(&tenant(), clock.now()).await.unwrap();
+    let batch = engine.payload_events(100).await.unwrap();
+    let mut events: Vec<(bool, String, String)> = batch
+        .events
+        .into_iter()
+        .map(|e| (e.kind == PayloadEventKind::Added, e.key, e.message_id))
+        .collect();
+    events.sort();
+    assert_eq!(
+        events,
+        vec![
+            (false, object.clone(), "c-a".to_owned()),
+            (false, object.clone(), "c-b".to_owned()),
+            (true, object.clone(), "c-a".to_owned()),
+            (true, object, "c-b".to_owned()),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_deletion_releases_the_copies_of_a_pending_fan_out() {
+    tenant_deletion_releases_pending_copies(&shared_server().url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_tenant_deletion_releases_the_copies_of_a_pending_fan_out() {
+    tenant_deletion_releases_pending_copies(&shared_cluster().url()).await;
+}

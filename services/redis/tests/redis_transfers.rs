@@ -1,11 +1,12 @@
 //! Moves between queues across a crash: a move interrupted after its intent, or after its
 //! apply, is completed exactly once by `recover_transfers` (standalone and Cluster, where the
 //! two queues live in different slots); one whose dead-letter queue vanished meanwhile goes
-//! back exactly as it was; several engines recovering at once never duplicate a message.
+//! back exactly as it was, one applied before its destination was deleted stays moved; several
+//! engines recovering at once never duplicate a message.
 
 use sluice_engine::{
-    DeadLetter, MessageState, Messages, Millis, NewMessage, QueueConfig, QueueKey, QueueName,
-    Queues, RedrivePolicy, StoredMessage, TenantId, Transfers,
+    DeadLetter, MessageState, Messages, Millis, NewMessage, PayloadEventKind, PayloadRef, Payloads,
+    QueueConfig, QueueKey, QueueName, Queues, RedrivePolicy, StoredMessage, TenantId, Transfers,
 };
 use sluice_redis::{CrashPoint, RedisEngine, RedisOptions, RECOVERY_GRACE_MS};
 use sluice_testkit::{shared_cluster, shared_server, unique_prefix};
@@ -384,4 +385,70 @@ async fn cluster_an_interrupted_fifo_move_is_recovered_into_its_group() {
         "a FIFO DLQ restarts retention at the move"
     );
     assert_eq!(m.dead_letter.as_ref().unwrap().receive_count, 1);
+}
+
+/// A payload message whose move was applied, then whose dead-letter queue was deleted before
+/// the move's ack, stays moved (deleted with that queue): recovery does not put it back in its
+/// source, and its payload is added once and released once, by the deletion.
+async fn a_move_applied_before_its_destination_went_stays_moved(url: &str) {
+    let engine = engine(url, &unique_prefix("crash-payload")).await;
+    engine
+        .put_queue(&key("dlq"), QueueConfig::with_defaults(262_144), NOW)
+        .await
+        .unwrap();
+    engine
+        .put_queue(&key("src"), with_dlq("dlq"), NOW)
+        .await
+        .unwrap();
+    let payload = PayloadRef {
+        key: "acme/000000000000000000000000000000aa".into(),
+        size: 2048,
+        enveloped: false,
+    };
+    let spilled = NewMessage {
+        body: String::new(),
+        payload: Some(payload.clone()),
+        ..message("big")
+    };
+    engine.send(&key("src"), vec![spilled], NOW).await.unwrap();
+    let got = engine.receive(&key("src"), 1, 30, None, NOW).await.unwrap();
+    let handle = got.messages[0].receipt_handle.clone();
+    assert_eq!(got.messages[0].message.payload, Some(payload.clone()));
+    engine
+        .dead_letter_interrupted(&key("src"), &handle, "bad", NOW, CrashPoint::AfterApply)
+        .await
+        .unwrap()
+        .unwrap();
+    let moved = all(&engine, &key("dlq"), NOW).await;
+    assert_eq!(
+        moved[0].payload,
+        Some(payload.clone()),
+        "the move carries it"
+    );
+    assert!(engine.delete_queue(&key("dlq")).await.unwrap());
+    let later = NOW + RECOVERY_GRACE_MS;
+    engine.recover_transfers(later).await.unwrap();
+    assert!(
+        all(&engine, &key("src"), later).await.is_empty(),
+        "not resurrected in its source"
+    );
+    let batch = engine.payload_events(100).await.unwrap();
+    // (Two logs, the source's and the destination's: no order between them.)
+    let mut kinds: Vec<(bool, &str)> = batch
+        .events
+        .iter()
+        .map(|e| (e.kind == PayloadEventKind::Added, e.message_id.as_str()))
+        .collect();
+    kinds.sort();
+    assert_eq!(kinds, [(false, "id-big"), (true, "id-big")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_applied_before_its_destination_was_deleted_stays_moved() {
+    a_move_applied_before_its_destination_went_stays_moved(&shared_server().url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_move_applied_before_its_destination_was_deleted_stays_moved() {
+    a_move_applied_before_its_destination_went_stays_moved(&shared_cluster().url()).await;
 }

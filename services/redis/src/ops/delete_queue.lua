@@ -7,6 +7,7 @@
 -- ARGV[3] tenant deletion only: the fence generation G. Registrations of generation <= G are
 --         void for this name from now on (put_queue refuses them), whether the queue exists
 --         yet or not; '' for a plain queue deletion
+-- ARGV[4] how long the queue's applied ids outlive it, in ms (see unlink_queue_keys)
 -- Reply: {1, uid of the deleted incarnation} if it existed, {0} if not
 if ARGV[3] ~= '' then
   local fence = tonumber(redis.call('GET', FENCE) or '-1')
@@ -24,6 +25,6 @@ local uid = redis.call('HGET', META, 'uid')
 -- the log is not a queue key and stays. Messages in a move's intent (`out`) are not
 -- released: the apply may have put them in their destination already.
 release_all()
-redis.call('UNLINK', unpack(KEYS, 1, QUEUE_KEYS))
+unlink_queue_keys(ARGV[4])
 redis.call('PUBLISH', ARGV[1], ARGV[2])
 return { 1, uid }

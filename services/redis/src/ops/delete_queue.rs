@@ -1,6 +1,7 @@
 //! Deleting a queue (`delete_queue.lua`): `drop_queue` deletes its keys (also used by tenant
 //! deletion, fenced), `delete_queue` then drops its registry entry.
 
+use super::transfer_apply::APPLIED_WINDOW_MS;
 use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use sluice_engine::{EngineError, QueueKey};
@@ -18,7 +19,8 @@ impl RedisEngine {
         let mut call = self.fenced_queue_call(&scripts::DELETE_QUEUE, key);
         call.arg(self.keys.wake_channel())
             .arg(self.wakers.payload(&queue_id))
-            .arg(fence.map(|f| f.to_string()).unwrap_or_default());
+            .arg(fence.map(|f| f.to_string()).unwrap_or_default())
+            .arg(APPLIED_WINDOW_MS);
         let deleted = match self.run_queue(key, &call, true).await? {
             Some(mut reply) => Some(reply.text()?),
             None => None,

@@ -130,7 +130,7 @@ impl RedisEngine {
         slots: &[(Slot, Option<DeliveryFailure>)],
         mode: ApplyMode,
         now: Millis,
-    ) -> Result<Option<Vec<Applied>>, EngineError> {
+    ) -> Result<Vec<Applied>, EngineError> {
         let copies = slots
             .iter()
             .map(|((e, d), _)| entries[*e].copy(*d))
@@ -192,8 +192,7 @@ impl RedisEngine {
             BTreeMap::new();
         for (queue, slots, result) in applied {
             let answers = match result {
-                Ok(Some(answers)) => answers,
-                Ok(None) => vec![Applied::Refused(DeliveryFailure::QueueMissing); slots.len()],
+                Ok(answers) => answers,
                 Err(e) => {
                     tracing::warn!(%topic, queue = %queue, "fan-out apply failed: {e}");
                     continue;
@@ -223,8 +222,7 @@ impl RedisEngine {
         .await;
         for (dlq, slots, result) in dead {
             let made = match result {
-                Ok(Some(answers)) => answers,
-                Ok(None) => vec![Applied::Refused(DeliveryFailure::QueueMissing); slots.len()],
+                Ok(answers) => answers,
                 Err(e) => {
                     tracing::warn!(%topic, queue = %dlq, "fan-out dead-letter apply failed: {e}");
                     continue;
@@ -406,6 +404,42 @@ impl RedisEngine {
             })
             .collect();
         Ok(answers)
+    }
+
+    /// Finishes every pending entry of a deleted tenant's topic before its outbox goes, once
+    /// the tenant's queues are gone: each copy not applied yet fails (its queue and dead-letter
+    /// queue are missing), so the ack releases its payload; the copies applied before were
+    /// released with their queue. Without this, a payload whose copies were still pending would
+    /// never be released. A pass that cannot finish an entry fails the deletion (retried).
+    pub(crate) async fn settle_deleted_topic(
+        &self,
+        topic: &TopicKey,
+        now: Millis,
+    ) -> Result<(), EngineError> {
+        loop {
+            let (more, pending) = self.fanout_pending(topic, PENDING_LIMIT).await?;
+            let entries: Vec<Entry> = pending
+                .into_iter()
+                .filter(|(_, value)| !value.is_empty())
+                .filter_map(|(id, value)| Entry::parse(id, &value).ok())
+                .collect();
+            if entries.is_empty() {
+                return Ok(());
+            }
+            let outcomes = self.deliver(topic, &entries, now, None).await;
+            self.acknowledge(topic, &entries, &outcomes).await?;
+            if outcomes
+                .iter()
+                .any(|o| o.contains(&DeliveryOutcome::Pending))
+            {
+                return Err(EngineError::Unavailable(format!(
+                    "could not finish the pending fan-outs of {topic}"
+                )));
+            }
+            if !more {
+                return Ok(());
+            }
+        }
     }
 
     /// Completes the fan-outs of the topics due by `now` (a bounded batch); answers how many

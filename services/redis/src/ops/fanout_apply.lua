@@ -20,10 +20,19 @@
 -- ARGV[7], ...: per copy: apply id, message (JSON), size (as max_message_bytes counts it),
 --         sent_at, group ('' = none; FIFO), payload tag ('' = none; its 'A' is in the topic's
 --         log, recorded by publish.lua)
--- Reply: {0} if the queue does not exist, else {1, per copy: 1 inserted now, 2 applied
---         before, 3 refused as too large, 4 refused as the queue is full}
+-- Reply: {0, per copy: 1 if it was applied before the queue was deleted (its `applied` ids
+--         outlive it), else 0} if the queue does not exist, else {1, per copy: 1 inserted now,
+--         2 applied before, 3 refused as too large, 4 refused as the queue is full}
 if redis.call('EXISTS', META) == 0 then
-  return { 0 }
+  local gone = { 0 }
+  for i = 7, #ARGV, 6 do
+    if redis.call('ZSCORE', APPLIED, ARGV[i]) then
+      gone[#gone + 1] = 1
+    else
+      gone[#gone + 1] = 0
+    end
+  end
+  return gone
 end
 local mode = ARGV[5]
 if mode ~= 'copy' and mode ~= 'dead' then

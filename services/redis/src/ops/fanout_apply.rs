@@ -4,6 +4,7 @@
 //! repeated apply answers what the first one did.
 
 use super::transfer_apply::APPLIED_WINDOW_MS;
+use crate::codec::Reply;
 use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use sluice_engine::{DeliveryFailure, EngineError, Millis, QueueKey};
@@ -49,14 +50,17 @@ pub(crate) enum Applied {
 }
 
 impl RedisEngine {
-    /// Inserts `copies` into `key`, in order. `None`: the queue does not exist.
+    /// Inserts `copies` into `key`, in order. A missing queue refuses each copy as
+    /// `QueueMissing`, except those applied before it was deleted: they were made (and went
+    /// with the queue), so a repeat neither sends them elsewhere nor releases their payload
+    /// again.
     pub(crate) async fn fanout_apply(
         &self,
         key: &QueueKey,
         copies: &[CopyIn],
         mode: ApplyMode,
         now: Millis,
-    ) -> Result<Option<Vec<Applied>>, EngineError> {
+    ) -> Result<Vec<Applied>, EngineError> {
         if copies.iter().any(|c| !c.payload_tag.is_empty()) {
             self.register_queue_payload_log(key).await?;
         }
@@ -79,9 +83,19 @@ impl RedisEngine {
                 .arg(c.group.as_deref().unwrap_or_default())
                 .arg(&c.payload_tag);
         }
-        let Some(mut reply) = self.run_queue(key, &call, true).await? else {
-            return Ok(None);
-        };
+        let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
+        if reply.int()? == 0 {
+            self.configs.remove(key);
+            return copies
+                .iter()
+                .map(|_| {
+                    Ok(match reply.int()? {
+                        1 => Applied::Made,
+                        _ => Applied::Refused(DeliveryFailure::QueueMissing),
+                    })
+                })
+                .collect();
+        }
         let mut answers = Vec::with_capacity(copies.len());
         let mut earliest: Option<Millis> = None;
         for c in copies {
@@ -106,6 +120,6 @@ impl RedisEngine {
                 .arg(&queue_id);
             self.redis.query::<i64>(&due).await?;
         }
-        Ok(Some(answers))
+        Ok(answers)
     }
 }

@@ -24,7 +24,7 @@ if redis.call('EXISTS', META) == 0 then
   -- A new incarnation starts empty, whatever an interrupted past left behind (a payload
   -- message among that leaves for good).
   release_all()
-  redis.call('UNLINK', unpack(KEYS, 1, QUEUE_KEYS))
+  unlink_queue_keys(nil)
   redis.call('HSET', META, 'uid', ARGV[2], 'created_at', ARGV[1], 'seq', 0, 'delivery', 0)
 end
 redis.call('HSET', META, 'config', ARGV[3], 'retention', ARGV[4], 'max_depth', ARGV[5],

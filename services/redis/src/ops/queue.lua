@@ -163,6 +163,25 @@ local function payload_event(kind, tag)
   redis.call('XADD', PLOG, '*', 'k', kind, 't', tag)
 end
 
+-- Unlinks the queue's own keys except `applied`, which outlives a deletion for its window
+-- (ARGV `window` ms: it expires then, and a re-creation keeps it): a move or fan-out copy
+-- applied before the deletion and repeated by recovery after it is then answered as applied
+-- rather than made again elsewhere (or its payload released a second time).
+local function unlink_queue_keys(window)
+  local keys = {}
+  for i = 1, QUEUE_KEYS do
+    if KEYS[i] ~= APPLIED then
+      keys[#keys + 1] = KEYS[i]
+    end
+  end
+  redis.call('UNLINK', unpack(keys))
+  if window then
+    redis.call('PEXPIRE', APPLIED, window)
+  else
+    redis.call('PERSIST', APPLIED)
+  end
+end
+
 -- Records the size of message m, just added, and adds it to the queue's stored_bytes; with a
 -- payload tag ('' or nil: none), records its payload reference too.
 local function add_size(m, size, tag)

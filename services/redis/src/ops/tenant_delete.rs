@@ -1,5 +1,6 @@
-//! Deleting a tenant (`tenant_delete_begin.lua`, then every queue by `delete_queue.lua` and
-//! every topic it published to by `topic_delete.lua`, then `tenant_delete.lua`).
+//! Deleting a tenant (`tenant_delete_begin.lua`, then every queue by `delete_queue.lua`, then
+//! every topic it published to by `topic_delete.lua` once its pending fan-outs are finished,
+//! then `tenant_delete.lua`).
 
 use super::calls::FAN_OUT;
 use crate::codec::Reply;
@@ -39,9 +40,9 @@ impl RedisEngine {
         while !reply.is_empty() {
             names.push(reply.text()?);
         }
-        // Topics are no queues: their state goes whether or not the tenant had any.
-        self.forget_tenant_topics(id).await?;
         if !existed && names.is_empty() {
+            // Topics are no queues: their state goes whether or not the tenant had any.
+            self.forget_tenant_topics(id, now).await?;
             return Ok(false);
         }
         let keys: Vec<QueueKey> = names
@@ -56,6 +57,9 @@ impl RedisEngine {
         .buffer_unordered(FAN_OUT)
         .try_for_each(|_| async { Ok(()) })
         .await?;
+        // After the queues: a pending fan-out's copies then fail, and their payloads are
+        // released by its ack (see `settle_deleted_topic`).
+        self.forget_tenant_topics(id, now).await?;
         let mut keys = self.registry_keys(id);
         keys.push(self.keys.tenant_deleting());
         let mut end = Call::new(&scripts::TENANT_DELETE, keys);

@@ -10,10 +10,19 @@
 -- ARGV[4] how long applied transfer ids are remembered, in ms
 -- ARGV[5], ...: per message: transfer id, message (JSON), sent_at, group ('' = none; FIFO),
 --         size, payload tag ('' = none; see the prelude)
--- Reply: {0} if the queue does not exist, else {1, per message: its new seq, or 0 if this
---         transfer was applied before}
+-- Reply: {0, per message: 1 if its transfer was applied before the queue was deleted (its
+--         `applied` ids outlive it), else 0} if the queue does not exist, else {1, per
+--         message: its new seq, or 0 if this transfer was applied before}
 if redis.call('EXISTS', META) == 0 then
-  return { 0 }
+  local gone = { 0 }
+  for i = 5, #ARGV, 6 do
+    if redis.call('ZSCORE', APPLIED, ARGV[i]) then
+      gone[#gone + 1] = 1
+    else
+      gone[#gone + 1] = 0
+    end
+  end
+  return gone
 end
 local now = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', APPLIED, '-inf', int(now - tonumber(ARGV[4])))

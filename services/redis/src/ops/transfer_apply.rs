@@ -1,6 +1,7 @@
 //! The apply step of a move (`transfer_apply.lua`): in the destination queue's slot, the
 //! message is inserted as a new one unless its transfer id was applied there before.
 
+use crate::codec::Reply;
 use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use sluice_engine::{EngineError, Millis, QueueKey};
@@ -25,13 +26,15 @@ pub(crate) struct Arrival {
 
 impl RedisEngine {
     /// Inserts the arrivals into `key`; per arrival whether it was inserted now (`false`: an
-    /// earlier apply of the same transfer did). `None`: the destination does not exist.
+    /// earlier apply of the same transfer did). `Err` per arrival: the destination does not
+    /// exist — `true` if this transfer was applied before it was deleted (the message went
+    /// with it: the move is done and must not be reverted), `false` if never.
     pub(crate) async fn transfer_apply(
         &self,
         key: &QueueKey,
         arrivals: &[Arrival],
         now: Millis,
-    ) -> Result<Option<Vec<bool>>, EngineError> {
+    ) -> Result<Result<Vec<bool>, Vec<bool>>, EngineError> {
         if arrivals.iter().any(|a| !a.payload_tag.is_empty()) {
             self.register_queue_payload_log(key).await?;
         }
@@ -49,9 +52,15 @@ impl RedisEngine {
                 .arg(a.size)
                 .arg(&a.payload_tag);
         }
-        let Some(mut reply) = self.run_queue(key, &call, true).await? else {
-            return Ok(None);
-        };
+        let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
+        if reply.int()? == 0 {
+            self.configs.remove(key);
+            let applied = arrivals
+                .iter()
+                .map(|_| Ok(reply.int()? == 1))
+                .collect::<Result<Vec<bool>, EngineError>>()?;
+            return Ok(Err(applied));
+        }
         let mut fresh = Vec::with_capacity(arrivals.len());
         for _ in arrivals {
             fresh.push(reply.u64()? != 0);
@@ -74,6 +83,6 @@ impl RedisEngine {
                 .arg(&queue_id);
             self.redis.query::<i64>(&due).await?;
         }
-        Ok(Some(fresh))
+        Ok(Ok(fresh))
     }
 }

@@ -126,12 +126,20 @@ impl RedisEngine {
             let (indexes, arrivals): (Vec<usize>, Vec<Arrival>) = arrivals.into_iter().unzip();
             match self.transfer_apply(&destination, &arrivals, now).await? {
                 // Inserted now or by an earlier apply of the same transfer: moved either way.
-                Some(_) => {
+                Ok(_) => {
                     for i in indexes {
                         outcome[i] = Completion::Moved;
                     }
                 }
-                None => self.configs.remove(&destination),
+                // Gone: a message applied before the deletion went with it (moved, then
+                // deleted); the others go back to the source.
+                Err(applied) => {
+                    for (i, applied) in indexes.into_iter().zip(applied) {
+                        if applied {
+                            outcome[i] = Completion::Moved;
+                        }
+                    }
+                }
             }
         }
         if crash == Some(CrashPoint::AfterApply) {
