@@ -729,3 +729,56 @@ async fn gateways_on_one_redis_share_account_ids_and_keys() {
     .await
     .assert_error(403, "InvalidClientTokenId");
 }
+
+/// A gateway serves an access key from memory for up to a second after reading it
+/// (`AWS_IDENTITY_TTL`): a key deleted through one gateway is refused there at once, and on
+/// another gateway that had it in memory within about a second (awaited here with a bounded
+/// number of attempts; the bound allows for a loaded test machine).
+#[tokio::test]
+async fn a_key_deleted_through_one_gateway_is_refused_on_every_gateway_within_a_second() {
+    let redis = sluice_testkit::RedisServer::start().unwrap();
+    let prefix = sluice_testkit::unique_prefix("e2e-aws-revoke");
+    let start = || crate::harness::redis_gateway(&redis.url(), &prefix, &[]);
+    let ((_a_dir, a), (_b_dir, b)) = (start(), start());
+    assert_eq!(create_tenant(&a, json!({"id": "revoke"})).await.0, 201);
+    let (status, key) = create_key(&a, "revoke", json!({"scopes": ["messages:send"]})).await;
+    assert_eq!(status, 201, "{key}");
+    let pair = (
+        key["access_key_id"].as_str().unwrap().to_owned(),
+        key["secret_access_key"].as_str().unwrap().to_owned(),
+    );
+    // Both gateways now hold the key in memory.
+    assert_eq!(identify(&a, &pair).await.status, 200);
+    assert_eq!(identify(&b, &pair).await.status, 200);
+    let path = format!("/v1/admin/tenants/revoke/access-keys/{}", pair.0);
+    assert_eq!(a.call(Method::DELETE, &path, &admin(), None).await.0, 204);
+    let deleted = std::time::Instant::now();
+    identify(&a, &pair)
+        .await
+        .assert_error(403, "InvalidClientTokenId");
+    for attempt in 0.. {
+        let answer = identify(&b, &pair).await;
+        if answer.status == 403 {
+            answer.assert_error(403, "InvalidClientTokenId");
+            break;
+        }
+        assert_eq!(answer.status, 200, "{}", answer.text);
+        assert!(
+            attempt < 50 && deleted.elapsed() < Duration::from_millis(2500),
+            "the other gateway still accepts the deleted key {:?} after its deletion",
+            deleted.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn identify(server: &Server, (id, secret): &(String, String)) -> AwsAnswer {
+    signed_post(
+        server,
+        (id, secret),
+        "sts",
+        GET_CALLER_IDENTITY,
+        SystemTime::now(),
+    )
+    .await
+}

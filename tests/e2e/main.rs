@@ -5,6 +5,7 @@ mod admin_and_auth;
 mod aws_identity;
 mod aws_sns;
 mod aws_sqs;
+mod aws_terraform_v6;
 mod bad_input;
 mod config;
 mod connections;

@@ -8,6 +8,11 @@
 //! the credential scope's service: [`sqs`] (JSON 1.0 and Query), [`sns`] (Query), [`sts`]
 //! (`GetCallerIdentity`); every other service answers `InvalidAction` in the Query protocol's
 //! XML error shape. [`query`] holds what the Query-protocol services share.
+//!
+//! A request's key, its tenant's quotas and account id are read from the store once per
+//! second at most per gateway (the services' identity cache): deleting a key or a tenant
+//! through one gateway refuses its signatures there at once and on every other gateway within
+//! one second.
 
 pub mod query;
 pub mod sigv4;
@@ -328,25 +333,31 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
 }
 
 /// Verifies the request's signature with its key and admits it against the tenant's rate.
+/// The key, its tenant's quotas and account id come from the services' short-lived identity
+/// cache ([`sluice_services::AWS_IDENTITY_TTL`]), so a key revoked through another gateway
+/// still verifies here until its entry expires.
 async fn authenticate(
     state: &AppState,
     request: sigv4::Request<'_>,
     auth: &sigv4::Authorization,
 ) -> Result<AwsCaller, AwsError> {
     let services = &state.services;
-    let key = services
-        .access_key(&auth.access_key_id)
+    let identity = services
+        .aws_identity(&auth.access_key_id)
         .await?
         .ok_or(AwsError::InvalidClientTokenId)?;
     sigv4::verify(
         request,
         auth,
-        &key.secret_access_key,
+        &identity.key.secret_access_key,
         services.aws_region(),
         services.clock().now(),
     )?;
-    let tenant = services.get_tenant(key.tenant.as_str()).await?;
-    services.admit_request(&tenant.id, &tenant.quotas).await?;
-    let account_id = services.tenant_account_id(&tenant.id).await?;
-    Ok(AwsCaller { key, account_id })
+    services
+        .admit_request(&identity.key.tenant, &identity.quotas)
+        .await?;
+    Ok(AwsCaller {
+        key: identity.key,
+        account_id: identity.account_id,
+    })
 }

@@ -10,13 +10,19 @@
 //! ```ignore
 //! async fn make() -> sluice_conformance::TestEngine { /* open a fresh engine */ }
 //! sluice_conformance::engine_suite!(make);
+//! // Or, with bodies spilled to a payload store (see `spill`):
+//! sluice_conformance::engine_suite!(make, spill_to = sluice_conformance::spill::local_store);
 //! ```
+//!
+//! [`spill`] runs the same cases with payload spill on: the engine keeps references, a payload
+//! store (local folder or S3) the bodies.
 //!
 //! [`fifo_concurrency`] is the one long-running case, run by each engine's own test with as
 //! many engines over one store as the engine allows.
 
 pub mod cases;
 pub mod fifo_concurrency;
+pub mod spill;
 
 use sluice_engine::{Engine, ManualClock, TenantId};
 use sluice_services::{Limits, Services};
@@ -76,10 +82,23 @@ impl Ctx {
 
 /// Expands to one `#[tokio::test]` per case, each calling the case with a fresh engine from
 /// `$make` (an async function returning [`TestEngine`]).
+///
+/// `engine_suite!(make, spill_to = store)` runs the same cases with payload spill on: each
+/// over a [`spill::SpillingEngine`] around a fresh engine and a fresh store from `store` (an
+/// async function returning [`spill::TestStore`]), plus
+/// [`spill::spilled_messages_keep_only_references`]. The payload cases, which hand the engine
+/// references themselves, run only in the plain form.
 #[macro_export]
 macro_rules! engine_suite {
     ($make:path) => {
-        $crate::engine_suite!(@cases $make;
+        $crate::engine_suite!(@list plain ($make));
+    };
+    ($make:path, spill_to = $store:path) => {
+        $crate::engine_suite!(@list spill ($make, $store));
+    };
+    // The one case list: every case, then those that only the plain form runs.
+    (@list $form:ident ($($args:tt)*)) => {
+        $crate::engine_suite!(@$form ($($args)*) [
             // Tenants (cases/tenants.rs)
             tenant_administration,
             tenant_deletion_races_queue_creation,
@@ -129,10 +148,6 @@ macro_rules! engine_suite {
             fifo_topic_sequence_numbers_and_deduplication,
             fifo_topic_order_holds_under_concurrent_publishers,
             deleting_a_topic_forgets_its_state,
-            // Payloads (cases/payloads.rs)
-            payload_refs_travel_with_their_message,
-            payload_events_follow_adds_and_releases,
-            payload_event_acks_are_idempotent,
             // Stored bytes (cases/stored_bytes.rs)
             stored_bytes_follow_every_add_and_removal,
             // Upkeep (cases/upkeep.rs)
@@ -144,9 +159,14 @@ macro_rules! engine_suite {
             fifo_group_order_and_locking,
             fifo_groups_are_served_oldest_head_first,
             fifo_receive_attempt_id_returns_the_same_answer,
-        );
+        ] [
+            // Payloads (cases/payloads.rs)
+            payload_refs_travel_with_their_message,
+            payload_events_follow_adds_and_releases,
+            payload_event_acks_are_idempotent,
+        ]);
     };
-    (@cases $make:path; $($case:ident),* $(,)?) => {
+    (@plain ($make:path) [$($case:ident),* $(,)?] [$($plain_only:ident),* $(,)?]) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
@@ -154,5 +174,28 @@ macro_rules! engine_suite {
                 $crate::cases::$case(ctx).await;
             }
         )*
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $plain_only() {
+                let ctx = $crate::Ctx::new($make().await);
+                $crate::cases::$plain_only(ctx).await;
+            }
+        )*
+    };
+    (@spill ($make:path, $store:path) [$($case:ident),* $(,)?] [$($plain_only:ident),* $(,)?]) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let (engine, _) = $crate::spill::spilling($make().await, $store().await);
+                $crate::cases::$case($crate::Ctx::new(engine)).await;
+            }
+        )*
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn spilled_messages_keep_only_references() {
+            let (engine, spilling) = $crate::spill::spilling($make().await, $store().await);
+            $crate::spill::spilled_messages_keep_only_references($crate::Ctx::new(engine), spilling)
+                .await;
+        }
     };
 }

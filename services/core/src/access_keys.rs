@@ -9,11 +9,19 @@
 //!
 //! The services only check and store keys; the gateway generates new ones and owns the scope
 //! names, as it does for tokens.
+//!
+//! Authenticating an AWS request needs the key, its tenant's quotas and the tenant's account id:
+//! three store reads, where a REST request's token needs one. [`Services::aws_identity`] keeps
+//! them in memory for [`AWS_IDENTITY_TTL`], per process. A key deleted (or a tenant deleted or
+//! its quotas changed) through this process is forgotten at once; through another gateway it
+//! still verifies here for up to that TTL — the same bound the Redis engine's tenant cache puts
+//! on a deleted tenant's tokens.
 
 use crate::tenants::parse_tenant;
 use crate::{ServiceError, Services};
 use serde::{Deserialize, Serialize};
-use sluice_engine::{Millis, TenantId};
+use sluice_engine::{Millis, Quotas, TenantId, TtlCache};
+use std::time::Duration;
 
 /// The `Records` kind of access keys, keyed by key id.
 const KEY_RECORDS: &str = "access-key";
@@ -21,6 +29,30 @@ const KEY_RECORDS: &str = "access-key";
 const INDEX_RECORDS: &str = "tenant-access-key";
 /// The most access keys one tenant may hold (so a listing is one bounded read).
 pub const MAX_ACCESS_KEYS: usize = 100;
+/// How long a process serves an access key, its tenant's quotas and account id from memory:
+/// how late a revocation made through another gateway takes effect here.
+pub const AWS_IDENTITY_TTL: Duration = Duration::from_secs(1);
+/// The most identities held at once (only existing keys are cached, so only keys in use
+/// within one TTL compete for room; past it, requests read the store as without a cache).
+const MAX_CACHED_IDENTITIES: usize = 10_000;
+
+/// Who an access key signs for: what an AWS request's authentication needs.
+#[derive(Debug, Clone)]
+pub struct AwsIdentity {
+    /// The key, with its secret and scopes.
+    pub key: AccessKey,
+    /// Its tenant's quotas (for the request's rate-limit admission).
+    pub quotas: Quotas,
+    /// Its tenant's AWS account id.
+    pub account_id: String,
+}
+
+/// This process's recently used [`AwsIdentity`]s, by access key id.
+pub(crate) type IdentityCache = TtlCache<String, AwsIdentity>;
+
+pub(crate) fn identity_cache() -> IdentityCache {
+    TtlCache::bounded(AWS_IDENTITY_TTL, MAX_CACHED_IDENTITIES)
+}
 
 /// A stored access key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,6 +167,31 @@ impl Services {
             .map_err(|e| ServiceError::Internal(format!("access key {access_key_id}: {e}")))
     }
 
+    /// The access key `access_key_id` with its tenant's quotas and account id, `None` if no
+    /// such key exists (`TenantNotFound` if its tenant is gone). Served from memory for up to
+    /// [`AWS_IDENTITY_TTL`] after a read (see the module's documentation).
+    pub async fn aws_identity(
+        &self,
+        access_key_id: &str,
+    ) -> Result<Option<AwsIdentity>, ServiceError> {
+        if let Some(identity) = self.aws_identities.get(access_key_id) {
+            return Ok(Some(identity));
+        }
+        let Some(key) = self.access_key(access_key_id).await? else {
+            return Ok(None);
+        };
+        let tenant = self.get_tenant(key.tenant.as_str()).await?;
+        let account_id = self.tenant_account_id(&tenant.id).await?;
+        let identity = AwsIdentity {
+            key,
+            quotas: tenant.quotas,
+            account_id,
+        };
+        self.aws_identities
+            .insert(access_key_id.to_owned(), identity.clone());
+        Ok(Some(identity))
+    }
+
     /// The tenant's access keys, by id (with their secrets: the gateway leaves them out).
     /// `TenantNotFound` if the tenant does not exist.
     pub async fn list_access_keys(&self, tenant: &str) -> Result<Vec<AccessKey>, ServiceError> {
@@ -183,6 +240,7 @@ impl Services {
         {
             return Err(ServiceError::AccessKeyNotFound);
         }
+        self.aws_identities.remove(access_key_id);
         self.drop_index_entry(&tenant, access_key_id).await
     }
 
@@ -219,6 +277,7 @@ impl Services {
                         self.engine
                             .delete_record(KEY_RECORDS, id, record.version)
                             .await?;
+                        self.aws_identities.remove(id);
                     }
                 }
                 self.drop_index_entry(tenant, id).await?;

@@ -26,7 +26,10 @@ mod topics;
 mod usage;
 mod validate;
 
-pub use access_keys::{validate_access_key_id, validate_secret, AccessKey, MAX_ACCESS_KEYS};
+pub use access_keys::{
+    validate_access_key_id, validate_secret, AccessKey, AwsIdentity, AWS_IDENTITY_TTL,
+    MAX_ACCESS_KEYS,
+};
 pub use activity::{ActivityTotals, QueueObserver, MAX_COUNTED_QUEUES};
 pub use background::{Background, MAX_PACED_PAUSE};
 pub use error::ServiceError;
@@ -99,6 +102,8 @@ pub struct Services {
     queue_observers: Arc<std::sync::Mutex<Vec<std::sync::Weak<dyn QueueObserver>>>>,
     /// Where bodies above the spill threshold go; `None`: they stay in the engine.
     payloads: Option<Arc<payloads::PayloadSettings>>,
+    /// AWS requests' signers, recently read (see `access_keys.rs`).
+    aws_identities: Arc<access_keys::IdentityCache>,
 }
 
 impl Services {
@@ -123,6 +128,7 @@ impl Services {
             stored_bytes: Arc::default(),
             queue_observers: Arc::default(),
             payloads: None,
+            aws_identities: Arc::new(access_keys::identity_cache()),
         }
     }
 

@@ -428,6 +428,8 @@ impl Services {
         let mut record = self.get_tenant(id).await?;
         record.quotas = quotas;
         self.engine.update_tenant(record.clone()).await?;
+        // The AWS identities cached here carry the old quotas.
+        self.aws_identities.clear();
         self.stored_bytes.note(&record.id, &record.quotas);
         Ok(record)
     }

@@ -5,6 +5,7 @@
 //! [`Clock`] and the per-tenant [`RateLimiter`]. It knows no concrete store and no HTTP type: engines depend on it, services call
 //! through it, and the gateway picks an implementation at start-up.
 
+mod cache;
 mod clock;
 mod engine;
 mod error;
@@ -15,6 +16,7 @@ mod ratelimit;
 mod topics;
 mod types;
 
+pub use cache::TtlCache;
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use engine::{
     Engine, Messages, Payloads, Publishing, QueueListener, Queues, Records, Tenants, Transfers,

@@ -68,7 +68,6 @@
 //! connecting checks lives in `setup.rs`; what the operations share in `ops/calls.rs` (script
 //! calls) and `ops/handles.rs` (receipt-handle parts).
 
-mod cache;
 mod codec;
 mod conn;
 mod keys;
@@ -83,9 +82,9 @@ pub use ops::transfers::{CrashPoint, RECOVERY_GRACE_MS};
 pub use options::RedisOptions;
 
 use async_trait::async_trait;
-use cache::TtlCache;
 use conn::Redis;
 use keys::Keys;
+use sluice_engine::TtlCache;
 use sluice_engine::{
     Admission, DeadLetterRefusal, EngineError, HandleError, HandleKey, MessageState, Messages,
     Millis, NewMessage, PayloadEventBatch, Payloads, QueueConfig, QueueInfo, QueueKey,

@@ -1,23 +1,6 @@
 //! The shared conformance suite against one 3-master Redis Cluster shared by every case of
 //! this binary; each case gets its own engine under its own key prefix.
 
-use sluice_conformance::TestEngine;
-use sluice_redis::{RedisEngine, RedisOptions};
-use std::sync::Arc;
+mod engines;
 
-async fn make() -> TestEngine {
-    let cluster = sluice_testkit::shared_cluster();
-    let options = RedisOptions {
-        key_prefix: sluice_testkit::unique_prefix("conf"),
-        ..RedisOptions::default()
-    };
-    let engine = RedisEngine::connect(&cluster.url(), options)
-        .await
-        .unwrap_or_else(|e| panic!("connect to {}: {e}", cluster.url()));
-    TestEngine {
-        engine: Arc::new(engine),
-        guard: Box::new(()),
-    }
-}
-
-sluice_conformance::engine_suite!(make);
+sluice_conformance::engine_suite!(engines::cluster);
