@@ -27,8 +27,9 @@ fi
 # the install may have started is not used.
 
 # boto3 and the aws CLI for the AWS-compatible endpoint's e2e tests (tests/e2e/aws_*.rs), and
-# moto's S3-compatible server for the payload-store tests (services/payload/tests), in a
-# virtual environment of our own as tests/api_fuzz.sh makes its; the tests run them from
+# moto's S3-compatible server for the payload tests (services/payload/tests,
+# tests/e2e/payloads.rs), in a virtual environment of our own as tests/api_fuzz.sh makes its;
+# the tests run them from
 # SLUICE_TEST_AWS_BIN. Without it (no venv, no PyPI) the tests fall back to tools on the PATH.
 awstools=target/awstools
 if [ ! -x "$awstools/bin/aws" ] || [ ! -x "$awstools/bin/moto_server" ]; then

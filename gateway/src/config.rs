@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use jsonwebtoken::Algorithm;
 use rand::RngCore;
 use serde::Deserialize;
+use sluice_payload::S3Settings;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -59,9 +60,33 @@ pub struct CommonArgs {
     /// Required `aud` claim.
     #[arg(long, env = "SLUICE_JWT_AUDIENCE")]
     pub jwt_audience: Option<String>,
-    /// Largest message any queue may accept, in bytes (1024–1048576). Default 1048576.
+    /// Largest message any queue may accept, in bytes: 1024–1048576, or up to 67108864 with a
+    /// payload store. Default 1048576.
     #[arg(long, env = "SLUICE_MAX_MESSAGE_BYTES")]
     pub max_message_bytes: Option<u32>,
+    /// Where bodies above `spill_threshold_bytes` go: `local` (the folder `payloads/` in the
+    /// data folder; the default on the embedded store), `s3://BUCKET[/PREFIX]` (credentials
+    /// from the standard AWS environment variables or profile), or `none` (the default on
+    /// Redis: a local folder is not shared between gateways).
+    #[arg(long, env = "SLUICE_PAYLOAD_STORE")]
+    pub payload_store: Option<String>,
+    /// S3: the store's URL when it is not AWS's (`http://127.0.0.1:9000`).
+    #[arg(long, env = "SLUICE_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+    /// S3: the region to sign for. Default: `AWS_REGION`, else `us-east-1`.
+    #[arg(long, env = "SLUICE_S3_REGION")]
+    pub s3_region: Option<String>,
+    /// S3: address the bucket in the path rather than the host name (most self-hosted
+    /// S3-compatible servers need it). Default false.
+    #[arg(long, env = "SLUICE_S3_FORCE_PATH_STYLE", num_args = 0..=1, default_missing_value = "true")]
+    pub s3_force_path_style: Option<bool>,
+    /// Bodies larger than this many bytes go to the payload store (1–67108864). Default 262144.
+    #[arg(long, env = "SLUICE_SPILL_THRESHOLD_BYTES")]
+    pub spill_threshold_bytes: Option<usize>,
+    /// Seconds before a payload object whose message never committed may be removed
+    /// (1–604800). Default 3600.
+    #[arg(long, env = "SLUICE_PAYLOAD_ORPHAN_GRACE_SECONDS")]
+    pub payload_orphan_grace_seconds: Option<u64>,
     /// Where messages live: `embedded` (default, in the data folder), `redis://HOST:PORT[/DB]`
     /// or `redis+cluster://H1:P1,H2:P2,...`.
     #[arg(long, env = "SLUICE_STORE")]
@@ -162,6 +187,33 @@ pub enum Store {
     },
 }
 
+/// Where large bodies go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PayloadStoreConfig {
+    /// Nowhere: every body stays in the engine.
+    None,
+    /// Files under this folder.
+    Local(PathBuf),
+    /// An S3-compatible bucket.
+    S3(S3Settings),
+}
+
+/// The payload store and when bodies go there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayloadConfig {
+    /// The store.
+    pub store: PayloadStoreConfig,
+    /// Bodies with more bytes than this are spilled.
+    pub spill_threshold_bytes: usize,
+    /// How long an object whose message never committed is kept.
+    pub orphan_grace: Duration,
+}
+
+/// The largest `max_message_bytes` without a payload store.
+pub const MAX_MESSAGE_BYTES_IN_ENGINE: u32 = 1_048_576;
+/// The largest `max_message_bytes` with a payload store.
+pub const MAX_MESSAGE_BYTES_SPILLED: u32 = 67_108_864;
+
 /// Bounds on connections, as configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
@@ -197,6 +249,8 @@ pub struct Settings {
     pub audience: Option<String>,
     /// Server-wide message size limit.
     pub max_message_bytes: u32,
+    /// Where large bodies go.
+    pub payloads: PayloadConfig,
     /// Connection limit and timeouts.
     pub connections: ConnectionLimits,
     /// Whether metric series carry a `queue` label.
@@ -224,6 +278,12 @@ impl Settings {
         };
         let store = resolve_store(args, &file)?;
         let connections = resolve_connections(args, &file)?;
+        let data_dir = args
+            .data_dir
+            .clone()
+            .or(file.data_dir.clone())
+            .unwrap_or_else(|| PathBuf::from("data"));
+        let payloads = resolve_payloads(args, &file, &store, &data_dir)?;
         let listen_text = args
             .listen
             .clone()
@@ -234,18 +294,23 @@ impl Settings {
                 "listen: {listen_text:?} is not an address like 127.0.0.1:8080 ({e})"
             ))
         })?;
-        let data_dir = args
-            .data_dir
-            .clone()
-            .or(file.data_dir)
-            .unwrap_or_else(|| PathBuf::from("data"));
         let max_message_bytes = args
             .max_message_bytes
             .or(file.max_message_bytes)
-            .unwrap_or(1_048_576);
-        if !(1024..=1_048_576).contains(&max_message_bytes) {
+            .unwrap_or(MAX_MESSAGE_BYTES_IN_ENGINE);
+        let (max_allowed, without) = match payloads.store {
+            PayloadStoreConfig::None => (MAX_MESSAGE_BYTES_IN_ENGINE, " without a payload store"),
+            _ => (MAX_MESSAGE_BYTES_SPILLED, ""),
+        };
+        if !(1024..=max_allowed).contains(&max_message_bytes) {
+            let hint = if without.is_empty() || max_message_bytes < 1024 {
+                ""
+            } else {
+                " (configure --payload-store to allow up to 67108864)"
+            };
             return Err(ConfigError(format!(
-                "max_message_bytes: must be between 1024 and 1048576, got {max_message_bytes}"
+                "max_message_bytes (--max-message-bytes): must be between 1024 and \
+                 {max_allowed}{without}, got {max_message_bytes}{hint}"
             )));
         }
         let secret = args.jwt_secret.clone().or(file.jwt_secret);
@@ -324,6 +389,7 @@ impl Settings {
             issuer: args.jwt_issuer.clone().or(file.jwt_issuer),
             audience: args.jwt_audience.clone().or(file.jwt_audience),
             max_message_bytes,
+            payloads,
             connections,
             metrics_per_queue: args
                 .metrics_per_queue
@@ -387,6 +453,74 @@ fn resolve_store(args: &CommonArgs, file: &CommonArgs) -> Result<Store, ConfigEr
         key_prefix,
         wait_replicas,
         timeout: Duration::from_millis(timeout),
+    })
+}
+
+fn resolve_payloads(
+    args: &CommonArgs,
+    file: &CommonArgs,
+    store: &Store,
+    data_dir: &Path,
+) -> Result<PayloadConfig, ConfigError> {
+    let named = args.payload_store.clone().or(file.payload_store.clone());
+    let kind = named.unwrap_or_else(|| match store {
+        Store::Embedded => "local".into(),
+        Store::Redis { .. } => "none".into(),
+    });
+    let store = match kind.as_str() {
+        "none" => PayloadStoreConfig::None,
+        "local" => PayloadStoreConfig::Local(data_dir.join("payloads")),
+        url if url.starts_with("s3://") => {
+            let region = args
+                .s3_region
+                .clone()
+                .or(file.s3_region.clone())
+                .or_else(|| std::env::var("AWS_REGION").ok())
+                .unwrap_or_else(|| "us-east-1".into());
+            let mut settings = S3Settings::from_url(url, &region)
+                .map_err(|e| ConfigError(format!("payload_store: {e}")))?;
+            settings.endpoint = args.s3_endpoint.clone().or(file.s3_endpoint.clone());
+            if let Some(endpoint) = &settings.endpoint {
+                if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+                    return Err(ConfigError(format!(
+                        "s3_endpoint: must be an http:// or https:// URL, got {endpoint:?}"
+                    )));
+                }
+            }
+            settings.force_path_style = args
+                .s3_force_path_style
+                .or(file.s3_force_path_style)
+                .unwrap_or(false);
+            PayloadStoreConfig::S3(settings)
+        }
+        other => {
+            return Err(ConfigError(format!(
+                "payload_store: {other:?} is not `local`, `s3://BUCKET[/PREFIX]` or `none`"
+            )))
+        }
+    };
+    let spill_threshold_bytes = args
+        .spill_threshold_bytes
+        .or(file.spill_threshold_bytes)
+        .unwrap_or(sluice_services::DEFAULT_SPILL_THRESHOLD_BYTES);
+    if !(1..=MAX_MESSAGE_BYTES_SPILLED as usize).contains(&spill_threshold_bytes) {
+        return Err(ConfigError(format!(
+            "spill_threshold_bytes: must be between 1 and {MAX_MESSAGE_BYTES_SPILLED}, got {spill_threshold_bytes}"
+        )));
+    }
+    let grace = args
+        .payload_orphan_grace_seconds
+        .or(file.payload_orphan_grace_seconds)
+        .unwrap_or(sluice_services::DEFAULT_ORPHAN_GRACE.as_secs());
+    if !(1..=604_800).contains(&grace) {
+        return Err(ConfigError(format!(
+            "payload_orphan_grace_seconds: must be between 1 and 604800, got {grace}"
+        )));
+    }
+    Ok(PayloadConfig {
+        store,
+        spill_threshold_bytes,
+        orphan_grace: Duration::from_secs(grace),
     })
 }
 
@@ -519,5 +653,50 @@ mod tests {
         assert!(resolve(args(None, None)));
         assert!(!resolve(args(Some(file.clone()), None)));
         assert!(resolve(args(Some(file), Some(true))));
+    }
+
+    #[test]
+    fn the_payload_store_defaults_by_engine_and_gates_messages_above_one_mib() {
+        let temp = tempfile::tempdir().unwrap();
+        let file = temp.path().join("sluice.toml");
+        std::fs::write(
+            &file,
+            "payload_store = \"s3://bucket/p\"\ns3_force_path_style = true\nspill_threshold_bytes = 2048\n",
+        )
+        .unwrap();
+        let data = temp.path().join("data");
+        let args = |store: Option<&str>, payload: Option<&str>, max: Option<u32>| CommonArgs {
+            data_dir: Some(data.clone()),
+            store: store.map(str::to_owned),
+            payload_store: payload.map(str::to_owned),
+            max_message_bytes: max,
+            ..Default::default()
+        };
+        let embedded = Settings::resolve(&args(None, None, Some(67_108_864))).unwrap();
+        assert_eq!(
+            embedded.payloads.store,
+            PayloadStoreConfig::Local(data.join("payloads"))
+        );
+        assert_eq!(embedded.payloads.spill_threshold_bytes, 262_144);
+        assert_eq!(embedded.payloads.orphan_grace, Duration::from_secs(3600));
+        let redis = Some("redis://127.0.0.1:6379");
+        let error = Settings::resolve(&args(redis, None, Some(1_048_577))).unwrap_err();
+        assert!(error.0.contains("--max-message-bytes"), "{error}");
+        assert!(error.0.contains("--payload-store"), "{error}");
+        let from_file = Settings::resolve(&CommonArgs {
+            config: Some(file),
+            s3_endpoint: Some("http://127.0.0.1:9000".into()),
+            ..args(redis, None, Some(67_108_864))
+        })
+        .unwrap();
+        let PayloadStoreConfig::S3(s3) = &from_file.payloads.store else {
+            panic!("{:?}", from_file.payloads)
+        };
+        assert_eq!((s3.bucket.as_str(), s3.prefix.as_str()), ("bucket", "p/"));
+        assert!(s3.force_path_style);
+        assert_eq!(s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        assert_eq!(from_file.payloads.spill_threshold_bytes, 2048);
+        assert!(Settings::resolve(&args(None, Some("none"), Some(2_000_000))).is_err());
+        assert!(Settings::resolve(&args(None, Some("gs://b"), None)).is_err());
     }
 }

@@ -17,19 +17,30 @@ pub trait BodyLimit {
 
 const SLACK: usize = 64 * 1024;
 
-/// Bodies of single sends: the largest message plus 64 KiB for JSON and attributes.
+/// How much larger than a message its JSON may be: `"`, `\\`, tab and newline take two bytes
+/// escaped, and clients that escape all non-ASCII text (`\u00e9`, surrogate pairs) write up to
+/// three bytes per byte of UTF-8. A body that fits `max_message_bytes` always fits its limit.
+const JSON_ESCAPING: usize = 3;
+
+/// The most a request may take to carry one of the largest messages, escaped.
+pub fn message_request_limit(state: &AppState) -> usize {
+    JSON_ESCAPING * state.services.limits().max_message_bytes as usize + SLACK
+}
+
+/// Bodies of single sends and publishes: the largest message, escaped, plus 64 KiB for the
+/// rest of the JSON and the attributes.
 pub struct SendLimit;
 impl BodyLimit for SendLimit {
     fn limit(state: &AppState) -> usize {
-        state.services.limits().max_message_bytes as usize + SLACK
+        message_request_limit(state)
     }
 }
 
-/// Bodies of send batches: ten of the largest messages plus 64 KiB.
+/// Bodies of send and publish batches: ten of the largest messages, escaped, plus 64 KiB.
 pub struct BatchLimit;
 impl BodyLimit for BatchLimit {
     fn limit(state: &AppState) -> usize {
-        10 * state.services.limits().max_message_bytes as usize + SLACK
+        10 * JSON_ESCAPING * state.services.limits().max_message_bytes as usize + SLACK
     }
 }
 
@@ -78,12 +89,7 @@ where
             let essence = ct.split(';').next().unwrap_or("").trim();
             essence.eq_ignore_ascii_case("application/json")
         });
-        let bytes = axum::body::to_bytes(request.into_body(), limit)
-            .await
-            .map_err(|error| match crate::serve::body_timed_out(&error) {
-                Some(after) => ApiError::BodyTimeout(after.as_secs()),
-                None => ApiError::BodyTooLarge(limit),
-            })?;
+        let bytes = read_body(request.into_body(), limit, declared_length).await?;
         if bytes.is_empty() && EMPTY_OK && content_type.is_none() {
             return parse(b"{}").map(|value| Json(value, PhantomData));
         }
@@ -95,6 +101,30 @@ where
         }
         parse(&bytes).map(|value| Json(value, PhantomData))
     }
+}
+
+/// Reads a body of at most `limit` bytes into one buffer, sized up front from the declared
+/// length, so a large body is held once (not as received chunks plus their concatenation).
+pub async fn read_body(
+    body: axum::body::Body,
+    limit: usize,
+    declared_length: Option<u64>,
+) -> Result<Vec<u8>, ApiError> {
+    use futures_util::StreamExt;
+    let expected = declared_length.map_or(0, |n| usize::try_from(n).unwrap_or(limit));
+    let mut buffer = Vec::with_capacity(expected.min(limit));
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|error| match crate::serve::body_timed_out(&error) {
+            Some(after) => ApiError::BodyTimeout(after.as_secs()),
+            None => ApiError::BodyTooLarge(limit),
+        })?;
+        if buffer.len() + chunk.len() > limit {
+            return Err(ApiError::BodyTooLarge(limit));
+        }
+        buffer.extend_from_slice(&chunk);
+    }
+    Ok(buffer)
 }
 
 /// Syntax errors are `MalformedRequest`; well-formed JSON of the wrong shape, or with a key

@@ -1,16 +1,18 @@
 //! Start-up: opens the engine named by the settings (the only place that names a concrete
-//! engine: embedded or Redis), raises the file-descriptor limit and resolves the connection
-//! bounds, binds the listener, starts background work, and serves until stopped.
+//! engine: embedded or Redis) and the payload store, raises the file-descriptor limit and
+//! resolves the connection bounds, binds the listener, starts background work, and serves until
+//! stopped.
 
 use crate::app::router;
 use crate::auth::Auth;
-use crate::config::{Settings, Store};
+use crate::config::{PayloadStoreConfig, Settings, Store};
 use crate::serve::{self, Bounds};
 use crate::state::AppState;
 use sluice_embedded::{EmbeddedEngine, EmbeddedOptions};
 use sluice_engine::{Clock, Engine, LocalRateLimiter, RateLimiter, SystemClock};
+use sluice_payload::{LocalStore, PayloadStore, S3Store};
 use sluice_redis::{RedisEngine, RedisOptions};
-use sluice_services::{Background, Limits, Services};
+use sluice_services::{Background, Limits, PayloadSettings, Services};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,6 +72,22 @@ impl Application {
         .with_metrics_per_queue(settings.metrics_per_queue)
         .with_aws_region(settings.aws_region.clone())
         .with_rate_limiter(limiter);
+        if matches!(settings.store, Store::Redis { .. })
+            && matches!(settings.payloads.store, PayloadStoreConfig::Local(_))
+        {
+            tracing::warn!(
+                "payload_store local on Redis: other gateways on this Redis cannot read the \
+                 bodies this one spills; give every gateway the same s3:// store"
+            );
+        }
+        let services = match open_payload_store(&settings.payloads.store).await? {
+            Some(store) => services.with_payloads(PayloadSettings {
+                store,
+                spill_threshold_bytes: settings.payloads.spill_threshold_bytes,
+                orphan_grace: settings.payloads.orphan_grace,
+            }),
+            None => services,
+        };
         let listener =
             TcpListener::bind(settings.listen)
                 .await
@@ -214,6 +232,38 @@ async fn open_engine(
                     store: url.clone(),
                     error: e.to_string(),
                 })
+        }
+    }
+}
+
+/// The payload store the settings name, if any. An S3 bucket that does not answer is not a
+/// start-up error (only logged): the gateway serves small bodies meanwhile, and spilling sends
+/// answer 503 until it does.
+async fn open_payload_store(
+    config: &PayloadStoreConfig,
+) -> Result<Option<Arc<dyn PayloadStore>>, StartError> {
+    match config {
+        PayloadStoreConfig::None => Ok(None),
+        PayloadStoreConfig::Local(folder) => LocalStore::open(folder)
+            .map(|store| Some(Arc::new(store) as Arc<dyn PayloadStore>))
+            .map_err(|e| StartError::Store {
+                store: format!("payload store {}", folder.display()),
+                error: e.to_string(),
+            }),
+        PayloadStoreConfig::S3(s3) => {
+            let store = S3Store::connect(s3.clone()).await;
+            let probe = store.clone();
+            let bucket = s3.bucket.clone();
+            tokio::spawn(async move {
+                if let Err(error) = probe.ping().await {
+                    tracing::warn!(
+                        %bucket,
+                        %error,
+                        "the payload store does not answer; sends of large bodies answer 503 until it does"
+                    );
+                }
+            });
+            Ok(Some(Arc::new(store)))
         }
     }
 }

@@ -14,17 +14,18 @@ use std::time::SystemTime;
 
 const FORM: &str = "application/x-www-form-urlencoded; charset=utf-8";
 const JSON: &str = "application/x-amz-json-1.0";
-const ALL_QUEUE_SCOPES: [&str; 3] = ["queues:manage", "messages:send", "messages:consume"];
+pub(crate) const ALL_QUEUE_SCOPES: [&str; 3] =
+    ["queues:manage", "messages:send", "messages:consume"];
 
 /// A tenant with an access key, on a running server.
-struct Tenant {
+pub(crate) struct Tenant {
     id: String,
     account: String,
     key: (String, String),
 }
 
 impl Tenant {
-    async fn create(server: &Server, id: &str, scopes: &[&str]) -> Tenant {
+    pub(crate) async fn create(server: &Server, id: &str, scopes: &[&str]) -> Tenant {
         Tenant::create_with(server, json!({ "id": id }), scopes).await
     }
 
@@ -50,7 +51,7 @@ impl Tenant {
         (&self.key.0, &self.key.1)
     }
 
-    fn queue_url(&self, server: &Server, queue: &str) -> String {
+    pub(crate) fn queue_url(&self, server: &Server, queue: &str) -> String {
         format!("{}/{}/{queue}", server.base, self.account)
     }
 
@@ -1039,7 +1040,7 @@ async fn queue_urls_use_the_public_url() {
 }
 
 /// A client of the Rust SDK (`aws-sdk-sqs`) for `tenant`.
-fn sdk_client(server: &Server, tenant: &Tenant) -> aws_sdk_sqs::Client {
+pub(crate) fn sdk_client(server: &Server, tenant: &Tenant) -> aws_sdk_sqs::Client {
     use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
     let config = aws_sdk_sqs::Config::builder()
         .behavior_version(BehaviorVersion::latest())

@@ -218,7 +218,7 @@ async fn oversized_messages_and_bodies_answer_413() {
 
     // A chunked body with no declared length is cut off at the limit: the server answers 413
     // or, having stopped reading, closes the connection while the client is still writing.
-    let chunks = futures_body(2 * 1024 * 1024);
+    let chunks = futures_body(8 * 1024 * 1024);
     // Its own client, so the connection the server closes is not reused by later requests.
     let sent = reqwest::Client::new()
         .post(server.url("/v1/queues/q/messages"))

@@ -28,8 +28,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use sluice_services::{AccessKey, ServiceError};
 
-/// The most an AWS-protocol request body may be: ten of the largest messages, form-encoded
-/// (which may triple their size), is what the SQS slice will need.
+/// The least an AWS-protocol request body may be; with a larger `max_message_bytes`, one of
+/// the largest messages escaped or form-encoded (which may triple its size).
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// An AWS error, named and answered as AWS does.
@@ -249,15 +249,16 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
         Some(_) => sqs::codec::error_response(sqs::Protocol::Json, &error.into()),
         None => error.query_response(service),
     };
-    let body = match axum::body::to_bytes(Body::new(body), MAX_BODY_BYTES).await {
+    let limit = MAX_BODY_BYTES.max(crate::extract::message_request_limit(&state));
+    let body = match axum::body::to_bytes(Body::new(body), limit).await {
         Ok(body) => body,
         Err(_) if !sigv4 => {
-            return ApiError::BodyTooLarge(MAX_BODY_BYTES).into_response();
+            return ApiError::BodyTooLarge(limit).into_response();
         }
         Err(_) => {
             return fail(
                 AwsError::InvalidAction(format!(
-                    "the request body is larger than {MAX_BODY_BYTES} bytes or did not arrive"
+                    "the request body is larger than {limit} bytes or did not arrive"
                 )),
                 "sts",
             )

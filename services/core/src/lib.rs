@@ -2,9 +2,10 @@
 //!
 //! This crate owns request validation (names, ranges, attributes, sizes), the SQS-compatible
 //! MD5s, resolution of delays and defaults from the queue's configuration, long polling, list
-//! pagination, tenant administration and the domain metrics. It speaks in domain terms so that
-//! the REST gateway and the later SQS/SNS-compatible front-ends share it; it knows no HTTP type
-//! and no concrete engine.
+//! pagination, tenant administration, the domain metrics, and spilling large bodies to a payload
+//! store (and reading them back) so that engines keep only a reference. It speaks in domain
+//! terms so that the REST gateway and the later SQS/SNS-compatible front-ends share it; it knows
+//! no HTTP type and no concrete engine.
 
 mod access_keys;
 mod activity;
@@ -14,6 +15,8 @@ mod error;
 mod md5;
 mod messages;
 mod metrics;
+mod payload_ledger;
+mod payloads;
 mod queue_extras;
 mod queues;
 mod redrive;
@@ -35,6 +38,7 @@ pub use messages::{
     BatchFailure, BatchOutcome, ChangeVisibilityEntry, DeleteEntry, MessageView, ReceiveRequest,
     SendEntry, SendRequest, SendResult,
 };
+pub use payloads::{PayloadSettings, DEFAULT_ORPHAN_GRACE, DEFAULT_SPILL_THRESHOLD_BYTES};
 pub use queue_extras::{MAX_OPAQUE_ATTRIBUTES, MAX_OPAQUE_VALUE_BYTES};
 pub use queues::{
     QueueConfigPatch, QueuePage, QueueView, RedriveAllowPolicyInput, RedrivePolicyInput,
@@ -57,7 +61,8 @@ use std::sync::Arc;
 /// Server-wide limits the services enforce.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// The largest message (body plus attributes) any queue may accept.
+    /// The largest message (body plus attributes) any queue may accept (up to 1 MiB, or 64 MiB
+    /// with a payload store).
     pub max_message_bytes: u32,
     /// Long polls that may wait at once in this process; a receive that would wait past it
     /// answers `Unavailable` at once (after its first look) instead of holding one more.
@@ -95,6 +100,8 @@ pub struct Services {
     stored_bytes: Arc<stored_bytes::StoredBytes>,
     /// Told of each queue the sampler finds (see [`Services::observe_queues`]).
     queue_observers: Arc<std::sync::Mutex<Vec<std::sync::Weak<dyn QueueObserver>>>>,
+    /// Where bodies above the spill threshold go; `None`: they stay in the engine.
+    payloads: Option<Arc<payloads::PayloadSettings>>,
     /// AWS requests' signers, recently read (see `access_keys.rs`).
     aws_identities: Arc<access_keys::IdentityCache>,
 }
@@ -120,6 +127,7 @@ impl Services {
             aws_region: Arc::new("us-east-1".to_owned()),
             stored_bytes: Arc::default(),
             queue_observers: Arc::default(),
+            payloads: None,
             aws_identities: Arc::new(access_keys::identity_cache()),
         }
     }

@@ -4,6 +4,7 @@
 
 use crate::md5::{md5_of_attributes, md5_of_body};
 use crate::metrics::Event;
+use crate::payloads::{stored_nothing, Spilled};
 use crate::queues::queue_key;
 use crate::validate::{
     fifo_deduplication_id, in_range, validate_attributes, validate_batch_ids, validate_body,
@@ -283,6 +284,21 @@ impl Services {
         })
     }
 
+    /// Spills one message's body if it is large enough (see `payloads.rs`).
+    async fn spill_message(
+        &self,
+        tenant: &TenantId,
+        message: &mut NewMessage,
+        now: Millis,
+    ) -> Result<Option<Spilled>, ServiceError> {
+        let holders = vec![message.message_id.clone()];
+        let spilled = self.spill(tenant, &mut message.body, holders, now).await?;
+        Ok(spilled.map(|(reference, spilled)| {
+            message.payload = Some(reference);
+            spilled
+        }))
+    }
+
     /// The digests a send answers, taken before the message moves into the engine, so the
     /// body is never copied just to be hashed afterwards.
     fn digests(message: &NewMessage) -> (String, Option<String>) {
@@ -316,19 +332,29 @@ impl Services {
         let config = self.config_of(&key).await?;
         let now = self.clock.now();
         let fifo = key.name.is_fifo();
-        let message = self.prepare("", &config, fifo, request, now)?;
+        let mut message = self.prepare("", &config, fifo, request, now)?;
         let digests = Self::digests(&message);
         let reserved = self
             .reserve_stored_bytes(tenant, stored_size(&message))
             .await?;
+        let spilled = match self.spill_message(tenant, &mut message, now).await {
+            Ok(spilled) => spilled,
+            Err(error) => {
+                self.release_stored_bytes(tenant, reserved);
+                return Err(error);
+            }
+        };
         let answer = self
             .engine
             .send(&key, vec![message], now)
             .await
             .map(|mut answers| answers.pop());
-        // Only a message actually stored keeps its bytes counted.
+        // Only a message actually stored keeps its bytes counted (and its object).
         if !matches!(&answer, Ok(Some(Ok(sent))) if !sent.duplicate) {
             self.release_stored_bytes(tenant, reserved);
+            if answer.as_ref().is_ok() || answer.as_ref().is_err_and(stored_nothing) {
+                self.discard_all([spilled]).await;
+            }
         }
         match answer? {
             Some(Ok(sent)) => {
@@ -388,13 +414,28 @@ impl Services {
         let mut successful = Vec::new();
         if !accepted.is_empty() {
             let (ids, sends): (Vec<String>, Vec<_>) = accepted.into_iter().unzip();
-            let (messages, reserved): (Vec<NewMessage>, Vec<_>) = sends.into_iter().unzip();
+            let (mut messages, reserved): (Vec<NewMessage>, Vec<_>) = sends.into_iter().unzip();
             let digests: Vec<_> = messages.iter().map(Self::digests).collect();
+            let spills = messages
+                .iter_mut()
+                .map(|message| self.spill_message(tenant, message, now));
+            let spilled = match self.spill_all(spills).await {
+                Ok(spilled) => spilled,
+                Err(error) => {
+                    for r in reserved {
+                        self.release_stored_bytes(tenant, r);
+                    }
+                    return Err(error);
+                }
+            };
             let answers = match self.engine.send(&key, messages, now).await {
                 Ok(answers) => answers,
                 Err(error) => {
                     for r in reserved {
                         self.release_stored_bytes(tenant, r);
+                    }
+                    if stored_nothing(&error) {
+                        self.discard_all(spilled).await;
                     }
                     return Err(error.into());
                 }
@@ -404,11 +445,16 @@ impl Services {
                 .filter(|a| a.as_ref().is_ok_and(|sent| !sent.duplicate))
                 .count();
             self.metric_labels.count(&key, Event::Sent, stored as u64);
-            for (((id, digests), answer), reserved) in
-                ids.into_iter().zip(digests).zip(answers).zip(reserved)
+            for ((((id, digests), answer), reserved), spilled) in ids
+                .into_iter()
+                .zip(digests)
+                .zip(answers)
+                .zip(reserved)
+                .zip(spilled)
             {
                 if !answer.as_ref().is_ok_and(|sent| !sent.duplicate) {
                     self.release_stored_bytes(tenant, reserved);
+                    self.discard_all([spilled]).await;
                 }
                 match answer {
                     Ok(sent) => successful.push((id, Self::send_result(digests, sent, fifo))),
@@ -462,10 +508,22 @@ impl Services {
             self.metric_labels
                 .count(&key, Event::DeadLettered, outcome.dead_lettered);
             if !outcome.messages.is_empty() || self.is_stopping() || self.clock.now() >= deadline {
+                let mut messages = outcome.messages;
+                let filled = self
+                    .fill_bodies(tenant, messages.iter_mut().map(|m| &mut m.message))
+                    .await;
+                if let Err(error) = filled {
+                    // Delivered to nobody: back in the queue at once, and not counted.
+                    self.release_received(
+                        &key,
+                        messages.into_iter().map(|m| m.receipt_handle).collect(),
+                    )
+                    .await;
+                    return Err(error);
+                }
                 self.metric_labels
-                    .count(&key, Event::Received, outcome.messages.len() as u64);
-                return Ok(outcome
-                    .messages
+                    .count(&key, Event::Received, messages.len() as u64);
+                return Ok(messages
                     .into_iter()
                     .map(|m| MessageView::new(m.message, Some(m.receipt_handle), fifo))
                     .collect());
@@ -603,10 +661,11 @@ impl Services {
         let limit = limit.unwrap_or(10);
         in_range("limit", limit.into(), 1, 100)?;
         let key = queue_key(tenant, queue)?;
-        let messages = self
+        let mut messages = self
             .engine
             .peek(&key, state, limit as usize, self.clock.now())
             .await?;
+        self.fill_bodies(tenant, messages.iter_mut()).await?;
         Ok(messages
             .into_iter()
             .map(|m| MessageView::new(m, None, key.name.is_fifo()))

@@ -13,6 +13,7 @@
 //! ([`Publishing`](sluice_engine::Publishing)), which makes it durable and fans it out.
 
 use crate::metrics::Event;
+use crate::payloads::{published_nothing, stored_nothing};
 use crate::queues::{decode_page_token, encode_page_token, page_limit, validate_tags};
 use crate::validate::{
     fifo_deduplication_id, validate_attributes, validate_body, validate_token_id,
@@ -1288,22 +1289,35 @@ impl Services {
         let (config, subscriptions) = self.compiled_subscriptions(&topic).await?;
         let now = self.clock.now();
         let arn = self.topic_arn(&topic).await?;
-        let publication =
+        let mut publication =
             self.prepare_publication("", &topic, &config, &subscriptions, request, now, &arn)?;
         let reserved = self
             .reserve_stored_bytes(tenant, self.copies_size(tenant, &publication))
             .await?;
+        let spilled = match self.spill_publication(tenant, &mut publication, now).await {
+            Ok(spilled) => spilled,
+            Err(error) => {
+                self.release_stored_bytes(tenant, reserved);
+                return Err(error);
+            }
+        };
         let publications = vec![publication];
         let mut answers = match self.engine.publish(&topic, publications.clone(), now).await {
             Ok(answers) => answers,
             Err(error) => {
                 self.release_stored_bytes(tenant, reserved);
+                if stored_nothing(&error) {
+                    self.discard_all([spilled]).await;
+                }
                 return Err(error.into());
             }
         };
         self.count_deliveries(&topic, &publications, &answers);
         if answers.first().is_none_or(|a| a.duplicate) {
             self.release_stored_bytes(tenant, reserved);
+        }
+        if answers.first().is_none_or(published_nothing) {
+            self.discard_all([spilled]).await;
         }
         answers
             .pop()
@@ -1361,19 +1375,39 @@ impl Services {
         }
         let mut successful = Vec::new();
         if !publications.is_empty() {
+            let spills = publications
+                .iter_mut()
+                .map(|publication| self.spill_publication(tenant, publication, now));
+            let spilled = match self.spill_all(spills).await {
+                Ok(spilled) => spilled,
+                Err(error) => {
+                    for r in reserved {
+                        self.release_stored_bytes(tenant, r);
+                    }
+                    return Err(error);
+                }
+            };
             let answers = match self.engine.publish(&topic, publications.clone(), now).await {
                 Ok(answers) => answers,
                 Err(error) => {
                     for r in reserved {
                         self.release_stored_bytes(tenant, r);
                     }
+                    if stored_nothing(&error) {
+                        self.discard_all(spilled).await;
+                    }
                     return Err(error.into());
                 }
             };
             self.count_deliveries(&topic, &publications, &answers);
-            for ((id, answer), r) in ids.into_iter().zip(answers).zip(reserved) {
+            for (((id, answer), r), spilled) in
+                ids.into_iter().zip(answers).zip(reserved).zip(spilled)
+            {
                 if answer.duplicate {
                     self.release_stored_bytes(tenant, r);
+                }
+                if published_nothing(&answer) {
+                    self.discard_all([spilled]).await;
                 }
                 successful.push((id, Self::publish_result(answer)));
             }
