@@ -34,12 +34,27 @@ impl Stores {
     /// Starts a gateway for one phase on a runtime of its own (threads `sluice-srv`, dropped
     /// with the phase so none of its background work runs in a later one), over a fresh data
     /// folder and, on Redis, under `redis_key_prefix`, so nothing of an earlier phase is in it.
+    // Every phased bench but `payloads`, which configures its gateways.
+    #[allow(dead_code)]
     pub(crate) fn gateway(
         &self,
         store: Store,
         phase: &str,
         redis_key_prefix: String,
         tenant: &str,
+    ) -> BenchResult<(tokio::runtime::Runtime, Http)> {
+        self.gateway_with(store, phase, redis_key_prefix, tenant, |_| {})
+    }
+
+    /// [`gateway`](Self::gateway) with settings of the phase's own (`configure` changes the
+    /// arguments before the gateway starts).
+    pub(crate) fn gateway_with(
+        &self,
+        store: Store,
+        phase: &str,
+        redis_key_prefix: String,
+        tenant: &str,
+        configure: impl FnOnce(&mut CommonArgs),
     ) -> BenchResult<(tokio::runtime::Runtime, Http)> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -48,7 +63,7 @@ impl Stores {
             .build()?;
         let data_dir = self.scratch.join(format!("{}-{phase}", store.label()));
         std::fs::create_dir_all(&data_dir)?;
-        let args = match store {
+        let mut args = match store {
             Store::Embedded => CommonArgs {
                 data_dir: Some(data_dir),
                 ..Default::default()
@@ -60,6 +75,7 @@ impl Stores {
                 ..Default::default()
             },
         };
+        configure(&mut args);
         let http = runtime.block_on(start_gateway(args, tenant))?;
         Ok((runtime, http))
     }
