@@ -17,6 +17,7 @@ mod harness;
 mod metrics;
 mod openapi;
 mod overload;
+mod payload_gc;
 mod payloads;
 mod queues_and_messages;
 mod ratelimit;

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
-const THRESHOLD: &str = "1024";
+pub(crate) const THRESHOLD: &str = "1024";
 
 fn md5_hex(text: &str) -> String {
     hex::encode(Md5::digest(text.as_bytes()))
@@ -35,7 +35,7 @@ fn body(len: usize, seed: &str) -> String {
 }
 
 /// Where a gateway's objects are, to count them and read their keys.
-enum Objects {
+pub(crate) enum Objects {
     /// The embedded engine's `payloads/` folder.
     Folder(PathBuf),
     /// A bucket, read straight from the S3 server (not through the gateway).
@@ -77,7 +77,7 @@ impl Objects {
         }
     }
 
-    async fn count(&self) -> usize {
+    pub(crate) async fn count(&self) -> usize {
         self.keys().await.len()
     }
 }
@@ -94,7 +94,7 @@ fn aws_credentials() {
 }
 
 /// A bucket on `endpoint`, created if missing, read directly by the test.
-async fn bucket(endpoint: &str, bucket: &str, prefix: &str) -> S3Store {
+pub(crate) async fn bucket(endpoint: &str, bucket: &str, prefix: &str) -> S3Store {
     aws_credentials();
     let mut settings =
         S3Settings::from_url(&format!("s3://{bucket}/{prefix}"), "us-east-1").unwrap();
@@ -106,7 +106,11 @@ async fn bucket(endpoint: &str, bucket: &str, prefix: &str) -> S3Store {
 }
 
 /// A Redis gateway spilling to `s3://bucket/prefix` at `endpoint`.
-fn redis_s3_gateway(endpoint: &str, bucket: &str, prefix: &str) -> (tempfile::TempDir, Server) {
+pub(crate) fn redis_s3_gateway(
+    endpoint: &str,
+    bucket: &str,
+    prefix: &str,
+) -> (tempfile::TempDir, Server) {
     aws_credentials();
     let url = format!("s3://{bucket}/{prefix}");
     redis_gateway(
@@ -134,7 +138,7 @@ async fn send(server: &Server, t: &str, queue: &str, message: Value) -> Value {
     sent
 }
 
-async fn receive(server: &Server, t: &str, queue: &str) -> Vec<Value> {
+pub(crate) async fn receive(server: &Server, t: &str, queue: &str) -> Vec<Value> {
     let (status, answer) = post(
         server,
         t,
@@ -159,7 +163,7 @@ async fn peek(server: &Server, t: &str, queue: &str) -> Vec<Value> {
     answer["messages"].as_array().unwrap().clone()
 }
 
-async fn put_queue(server: &Server, t: &str, queue: &str, config: Value) {
+pub(crate) async fn put_queue(server: &Server, t: &str, queue: &str, config: Value) {
     let (status, answer) = server
         .call(Method::PUT, &format!("/v1/queues/{queue}"), t, Some(config))
         .await;

@@ -1,8 +1,7 @@
 //! Background work: the periodic jobs a gateway runs beside its requests (retention expiry,
 //! recovery of interrupted moves between queues and of interrupted topic fan-outs, redrive
-//! tasks, the stored-bytes refresh behind `max_stored_bytes`, the queue-gauge sampler; later
-//! payload collection), and the supervisor that runs
-//! each of them.
+//! tasks, the stored-bytes refresh behind `max_stored_bytes`, the queue-gauge sampler, and —
+//! with a payload store — payload collection), and the supervisor that runs each of them.
 //!
 //! A job is one round of work repeated on a period. The supervisor runs every round as its own
 //! task, so a round that panics is caught like one that fails: both are logged with the job's
@@ -15,10 +14,11 @@
 //! is idempotent (a message expires once, whoever removes it), transfer recovery completes each
 //! interrupted move exactly once (the engine's steps are idempotent), fan-out recovery makes
 //! each interrupted delivery exactly once (idempotent per publication and subscription), a redrive task is worked
-//! on by the one gateway holding its lease (see `redrive.rs`), and sampling and the stored-bytes
-//! refresh only read.
+//! on by the one gateway holding its lease (see `redrive.rs`), payload collection's steps are
+//! idempotent (see `payload_gc.rs`), and sampling and the stored-bytes refresh only read.
 
 use crate::metrics::QueueGauges;
+use crate::payload_gc::{CollectorState, COLLECT_PERIOD};
 use crate::{ServiceError, Services};
 use sluice_engine::Clock;
 use std::future::Future;
@@ -48,7 +48,8 @@ pub struct Background {
 impl Background {
     /// Starts the standard jobs over `services`: retention expiry, transfer and fan-out recovery every
     /// `expiry_period`, redrive tasks every [`ROUND_PERIOD`](crate::ROUND_PERIOD), tenants'
-    /// stored bytes every second, and the queue-gauge sampler every `sample_period`.
+    /// stored bytes every second, the queue-gauge sampler every `sample_period`, and, when a
+    /// payload store is configured, payload collection every 5 s.
     pub fn start(services: &Services, expiry_period: Duration, sample_period: Duration) -> Self {
         let clock = services.clock().clone();
         let expiry = {
@@ -132,9 +133,26 @@ impl Background {
                 },
             )
         };
-        Self {
-            jobs: vec![expiry, recovery, fanout, redrive, stored_bytes, sampler],
+        let mut jobs = vec![expiry, recovery, fanout, redrive, stored_bytes, sampler];
+        if services.payload_settings().is_some() {
+            let services = services.clone();
+            // When the orphan sweeps last ran, from round to round.
+            let state = Arc::new(tokio::sync::Mutex::new(CollectorState::default()));
+            jobs.push(supervise(
+                "payload_collection",
+                COLLECT_PERIOD,
+                services.clock().clone(),
+                move || {
+                    let (services, state) = (services.clone(), state.clone());
+                    Box::pin(async move {
+                        services
+                            .collect_payloads_once(&mut *state.lock().await)
+                            .await
+                    })
+                },
+            ));
         }
+        Self { jobs }
     }
 
     /// Stops every job; a round in progress is abandoned (each is safe to cut short).

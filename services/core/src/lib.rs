@@ -15,6 +15,7 @@ mod error;
 mod md5;
 mod messages;
 mod metrics;
+mod payload_gc;
 mod payload_ledger;
 mod payloads;
 mod queue_extras;

@@ -64,8 +64,6 @@ impl MetricLabels {
     }
 }
 
-/// Counts messages removed by retention expiry. The engine answers one total per sweep, not a
-/// count per queue, so this series carries the `event` label alone.
 /// `sluice_topic_deliveries_total{tenant, topic, outcome}`: `delivered`, `filtered_out` or
 /// `failed`, counted where a publish learns the outcome.
 pub(crate) fn count_topic_delivery(topic: &sluice_engine::TopicKey, outcome: &'static str, n: u64) {
@@ -77,9 +75,19 @@ pub(crate) fn count_topic_delivery(topic: &sluice_engine::TopicKey, outcome: &'s
     }
 }
 
+/// Counts messages removed by retention expiry. The engine answers one total per sweep, not a
+/// count per queue, so this series carries the `event` label alone.
 pub(crate) fn count_expired(n: u64) {
     if n > 0 {
         metrics::counter!("sluice_messages_total", "event" => "expired").increment(n);
+    }
+}
+
+/// `sluice_payload_objects_removed_total`: spilled bodies' objects the payload collector
+/// deleted (no message referred to them any more, or their send never committed).
+pub(crate) fn count_payload_objects_removed(n: u64) {
+    if n > 0 {
+        metrics::counter!("sluice_payload_objects_removed_total").increment(n);
     }
 }
 

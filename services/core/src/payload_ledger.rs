@@ -59,7 +59,6 @@ pub(crate) async fn create(
 }
 
 /// The record of `key` and its version, if there is one.
-#[allow(dead_code, reason = "read by the payload garbage collector")]
 pub(crate) async fn read(
     engine: &dyn Engine,
     key: &PayloadKey,
@@ -75,7 +74,6 @@ pub(crate) async fn read(
 
 /// Replaces the record of `key` if it is still at `version`; answers the new version, or
 /// `None` if another write came first.
-#[allow(dead_code, reason = "read by the payload garbage collector")]
 pub(crate) async fn update(
     engine: &dyn Engine,
     key: &PayloadKey,
@@ -99,7 +97,6 @@ pub(crate) async fn remove(
 /// Up to `limit` records in key order after `after` (a payload key), for sweeps. Records whose
 /// key or value cannot be read are skipped with a warning: they name nothing this version
 /// wrote.
-#[allow(dead_code, reason = "read by the payload garbage collector")]
 pub(crate) async fn list(
     engine: &dyn Engine,
     after: Option<&str>,

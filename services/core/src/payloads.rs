@@ -51,13 +51,25 @@ pub(crate) struct Spilled {
     version: u64,
 }
 
+/// Ends the process at once, as a kill would, when the environment variable
+/// `SLUICE_TEST_FAILPOINT` names `point`: how the crash tests stop a gateway between the
+/// steps of a spilling send (read once; unset in any real deployment, so a no-op there).
+fn crash_point(point: &str) {
+    static FAILPOINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let armed = FAILPOINT.get_or_init(|| std::env::var("SLUICE_TEST_FAILPOINT").ok());
+    if armed.as_deref() == Some(point) {
+        tracing::error!(point, "SLUICE_TEST_FAILPOINT reached: aborting");
+        std::process::abort();
+    }
+}
+
 /// Counts a failed store call in `sluice_payload_store_errors_total{operation}`.
 fn count_failure(operation: &'static str) {
     metrics::counter!("sluice_payload_store_errors_total", "operation" => operation).increment(1);
 }
 
 /// What a failed store call means to the caller: always worth retrying later.
-fn unavailable(operation: &'static str, error: PayloadError) -> ServiceError {
+pub(crate) fn unavailable(operation: &'static str, error: PayloadError) -> ServiceError {
     count_failure(operation);
     ServiceError::Unavailable(error.to_string())
 }
@@ -134,6 +146,7 @@ impl Services {
             .put(&key, Bytes::from(std::mem::take(body)))
             .await
             .map_err(|error| unavailable("put", error))?;
+        crash_point("payload-after-upload");
         let record = LedgerRecord::uncommitted(holders, now);
         let version = match payload_ledger::create(self.engine.as_ref(), &key, &record).await {
             Ok(version) => version,
@@ -147,6 +160,7 @@ impl Services {
                 return Err(error);
             }
         };
+        crash_point("payload-after-record");
         let reference = PayloadRef {
             key: key.as_str().to_owned(),
             size,
