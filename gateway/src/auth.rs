@@ -207,12 +207,20 @@ impl Auth {
         Some(mac.finalize().into_bytes().into())
     }
 
-    /// Verifies a token: signature with the pinned algorithm, expiry, not-before, and the
-    /// configured issuer and audience (both required when configured).
+    /// Verifies a token: signature with the pinned algorithm, expiry, not-before, the
+    /// configured issuer and audience (both required when configured), and the rule that no
+    /// token names both a tenant and `admin` — one signed elsewhere with both is refused here
+    /// as it would be at minting, so such a token never exists as far as this server goes.
     pub fn verify(&self, token: &str) -> Result<Claims, ApiError> {
-        jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
+        let claims = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
             .map(|data| data.claims)
-            .map_err(|e| ApiError::Unauthenticated(format!("invalid bearer token: {e}")))
+            .map_err(|e| ApiError::Unauthenticated(format!("invalid bearer token: {e}")))?;
+        if claims.tenant.is_some() && parse_scopes(&claims.scope).contains(&Scope::Admin) {
+            return Err(ApiError::Unauthenticated(
+                "invalid bearer token: admin tokens name no tenant".into(),
+            ));
+        }
+        Ok(claims)
     }
 
     /// Whether this server can mint tokens (it holds the signing key).
@@ -290,6 +298,31 @@ mod tests {
         assert!(auth
             .mint(Some(&tenant), &[Scope::MessagesSend], 0, 60)
             .is_ok());
+    }
+
+    #[test]
+    fn verifying_refuses_a_tenant_with_admin() {
+        let auth = auth();
+        let signed = |claims: serde_json::Value| {
+            jsonwebtoken::encode(
+                &Header::new(Algorithm::HS256),
+                &claims,
+                &EncodingKey::from_secret(b"unit-test-secret-that-is-long-enough-0123").unwrap(),
+            )
+            .unwrap()
+        };
+        let exp = u64::MAX / 2;
+        let both = signed(serde_json::json!({"tenant": "acme", "scope": "admin", "exp": exp}));
+        assert!(matches!(
+            auth.verify(&both),
+            Err(ApiError::Unauthenticated(_))
+        ));
+        let mixed = signed(
+            serde_json::json!({"tenant": "acme", "scope": "queues:manage admin", "exp": exp}),
+        );
+        assert!(auth.verify(&mixed).is_err());
+        let admin = signed(serde_json::json!({"scope": "admin", "exp": exp}));
+        assert!(auth.verify(&admin).is_ok());
     }
 
     #[test]

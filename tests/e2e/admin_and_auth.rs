@@ -239,6 +239,17 @@ async fn bad_tokens_are_unauthenticated() {
         assert_eq!(answer.0, 401, "{name}: {}", answer.1);
         assert_error(&answer, 401, "Unauthenticated");
     }
+    // No token names both a tenant and admin: one signed with the server's key anyway is
+    // refused on the tenant's routes and on the admin API alike.
+    for both in [
+        token(Some("acme"), "admin"),
+        token(Some("acme"), "queues:manage admin"),
+    ] {
+        for route in [path, "/v1/admin/tenants"] {
+            let answer = server.call(Method::GET, route, &both, None).await;
+            assert_error(&answer, 401, "Unauthenticated");
+        }
+    }
 }
 
 #[tokio::test]
