@@ -155,7 +155,7 @@ impl EmbeddedEngine {
     /// Opens the engine stored in `dir` (created if missing), rebuilding the in-memory index
     /// from disk.
     pub fn open(dir: &Path, options: EmbeddedOptions) -> Result<Self, EngineError> {
-        std::fs::create_dir_all(dir).map_err(|e| {
+        create_private_dir(dir).map_err(|e| {
             EngineError::Unavailable(format!("cannot create {}: {e}", dir.display()))
         })?;
         open::survive_file_size_limit();
@@ -178,6 +178,17 @@ impl EmbeddedEngine {
     pub fn handle_key(&self) -> &HandleKey {
         &self.handle_key
     }
+}
+
+/// Creates `dir` and any missing parent readable by its owner only (mode 0700): the data folder
+/// holds every tenant's messages and keys. An existing folder keeps the permissions its
+/// operator gave it.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
 }
 
 // Each operation's body is in its own module under `ops/`; these impls only delegate to those

@@ -362,11 +362,35 @@ fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, Engi
 /// Opens (or creates) the database file and makes sure every table exists, so read
 /// transactions never meet a missing table.
 pub(crate) fn open_database(path: &Path) -> Result<Database, EngineError> {
+    restrict_to_owner(path)
+        .map_err(|e| EngineError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
     let db = redb::Builder::new()
         .set_cache_size(CACHE_BYTES)
         .create(path)
         .map_err(|e| EngineError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
     prepare(db, &path.display().to_string())
+}
+
+/// Creates the database file readable and writable by its owner only (it holds every tenant's
+/// AWS secret keys and the receipt-handle key), and takes group and other access away from a
+/// file an older build created with the umask's permissions.
+fn restrict_to_owner(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        // Created empty and private before redb writes a byte, so no moment exposes it.
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 /// Checks (or records, or migrates) the storage format of the database `label` and creates

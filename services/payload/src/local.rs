@@ -30,7 +30,7 @@ impl LocalStore {
         if temp.exists() {
             fs::remove_dir_all(&temp)?;
         }
-        fs::create_dir_all(&temp)?;
+        create_private_dir(&temp)?;
         Ok(Self { root })
     }
 
@@ -59,12 +59,12 @@ impl LocalStore {
         rand::thread_rng().fill_bytes(&mut random);
         let temp = self.root.join(TEMP_DIR).join(hex::encode(random));
         let result = (|| {
-            let mut file = File::create(&temp)?;
+            let mut file = create_private_file(&temp)?;
             file.write_all(body)?;
             file.sync_all()?;
             let path = self.path_of(key);
             let folder = path.parent().unwrap_or(&self.root);
-            fs::create_dir_all(folder)?;
+            create_private_dir(folder)?;
             fs::rename(&temp, &path)?;
             // The rename is durable only once the folder holding the new name is.
             File::open(folder)?.sync_all()
@@ -120,6 +120,25 @@ impl LocalStore {
     }
 }
 
+/// Creates `folder` and any missing parent with mode 0700: bodies are tenants' data, for the
+/// server's user alone.
+fn create_private_dir(folder: &Path) -> io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(folder)
+}
+
+/// Creates a new file with mode 0600 (see [`create_private_dir`]).
+fn create_private_file(path: &Path) -> io::Result<File> {
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
+}
+
 fn sorted_names(folder: &Path) -> io::Result<Vec<String>> {
     let mut names = Vec::new();
     let entries = match fs::read_dir(folder) {
@@ -152,10 +171,10 @@ impl PayloadStore for LocalStore {
         .await
     }
 
-    async fn get(&self, key: &PayloadKey) -> Result<Bytes, PayloadError> {
+    async fn get(&self, key: &PayloadKey) -> Result<Vec<u8>, PayloadError> {
         let key = key.clone();
         self.blocking(move |store| match fs::read(store.path_of(&key)) {
-            Ok(body) => Ok(Bytes::from(body)),
+            Ok(body) => Ok(body),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 Err(PayloadError::NotFound(key.to_string()))
             }
