@@ -124,6 +124,15 @@ pub struct CommonArgs {
     /// Seconds a client may take to send a request's body (1–3600). Default 30.
     #[arg(long, env = "SLUICE_BODY_TIMEOUT_SECONDS")]
     pub body_timeout_seconds: Option<u64>,
+    /// Seconds between a stop signal (SIGTERM, SIGINT) and closing the listener, while
+    /// `/readyz` already answers 503 and requests are still served, so a load balancer takes
+    /// the gateway out before it stops accepting (0–3600). Default 0.
+    #[arg(long, env = "SLUICE_SHUTDOWN_DRAIN_SECONDS")]
+    pub shutdown_drain_seconds: Option<u64>,
+    /// Seconds a stop waits, once the listener is closed, for requests in progress to finish
+    /// before it closes the connections still open (1–3600). Default 30.
+    #[arg(long, env = "SLUICE_SHUTDOWN_TIMEOUT_SECONDS")]
+    pub shutdown_timeout_seconds: Option<u64>,
     /// Whether metric series carry a `queue` label (`true`/`false`); `false` adds a tenant's
     /// queues up, for deployments with many queues. Default true.
     #[arg(long, env = "SLUICE_METRICS_PER_QUEUE")]
@@ -230,6 +239,10 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
     /// How long a request's body may take to arrive, counted from the end of its headers.
     pub body_timeout: Duration,
+    /// How long a stop keeps accepting after readiness turns 503.
+    pub shutdown_drain: Duration,
+    /// How long a stop waits for requests in progress before it closes their connections.
+    pub shutdown_timeout: Duration,
 }
 
 /// Validated settings. Secrets in them are [`Secret`]s: `Debug` shows none.
@@ -579,6 +592,17 @@ fn resolve_connections(
             file.body_timeout_seconds,
             30,
         )?,
+        shutdown_drain: match args.shutdown_drain_seconds.or(file.shutdown_drain_seconds) {
+            // The one bound that may be 0: no drain is the default.
+            Some(0) | None => Duration::ZERO,
+            Some(drain) => seconds("shutdown_drain_seconds", Some(drain), None, 0)?,
+        },
+        shutdown_timeout: seconds(
+            "shutdown_timeout_seconds",
+            args.shutdown_timeout_seconds,
+            file.shutdown_timeout_seconds,
+            30,
+        )?,
     })
 }
 
@@ -591,7 +615,11 @@ fn generated_key(data_dir: &Path) -> Result<Secret<Vec<u8>>, ConfigError> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(fail(e)),
         Err(_) => {}
     }
-    std::fs::create_dir_all(data_dir).map_err(fail)?;
+    let mut folder = std::fs::DirBuilder::new();
+    folder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut folder, 0o700);
+    folder.create(data_dir).map_err(fail)?;
     let mut raw = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut raw);
     let text = hex::encode(raw);

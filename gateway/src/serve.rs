@@ -37,6 +37,8 @@ pub struct Bounds {
     pub idle_timeout: Duration,
     /// How long a request body may take to arrive.
     pub body_timeout: Duration,
+    /// How long a stop waits for the requests in progress before closing their connections.
+    pub shutdown_timeout: Duration,
 }
 
 /// The process's file-descriptor limits (`None`: unlimited or unknown).
@@ -201,7 +203,19 @@ pub async fn serve(
     }
     drop(listener);
     let _ = stop_tx.send(());
-    stop_tx.closed().await;
+    // Long-lived answers end on the stop signal by themselves; this bound is for whatever does
+    // not (a client reading a large answer slowly), so that a stop always ends.
+    if tokio::time::timeout(bounds.shutdown_timeout, stop_tx.closed())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = stop_tx.receiver_count(),
+            "stopping: closing the connections whose requests did not finish within {}s \
+             (shutdown_timeout_seconds)",
+            bounds.shutdown_timeout.as_secs()
+        );
+    }
     Ok(())
 }
 

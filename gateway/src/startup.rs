@@ -23,6 +23,8 @@ pub struct Application {
     listener: TcpListener,
     state: AppState,
     bounds: Bounds,
+    /// How long a stop keeps serving after readiness turns 503.
+    drain: std::time::Duration,
 }
 
 /// Why the service could not start.
@@ -113,6 +115,7 @@ impl Application {
                 )),
             },
             bounds,
+            drain: settings.connections.shutdown_drain,
         })
     }
 
@@ -141,12 +144,16 @@ impl Application {
         );
         let upkeep = crate::metrics::spawn_upkeep();
         let services = self.state.services.clone();
+        let drain = self.drain;
         let stop = async move {
             shutdown_signal().await;
             tracing::info!(
-                "stopping: readiness fails, waiting long polls answer, requests in flight finish"
+                drain_seconds = drain.as_secs(),
+                "stopping: readiness fails, waiting long polls and live streams end; the \
+                 listener closes after the drain, then requests in flight finish"
             );
             services.begin_stopping();
+            tokio::time::sleep(drain).await;
         };
         let result = serve::serve(self.listener, router(self.state), self.bounds, stop).await;
         background.stop();
@@ -166,6 +173,7 @@ fn connection_bounds(settings: &Settings) -> Bounds {
         header_timeout: limits.header_timeout,
         idle_timeout: limits.idle_timeout,
         body_timeout: limits.body_timeout,
+        shutdown_timeout: limits.shutdown_timeout,
     };
     let show = |limit: Option<u64>| limit.map_or("unlimited".to_owned(), |n| n.to_string());
     tracing::info!(

@@ -1,6 +1,7 @@
 //! Connection hardening, over raw sockets: header, idle and body timeouts, the connection limit
 //! and its log line, the file-descriptor limit raised at start, long polls outliving the idle
-//! timeout, and requests in flight finishing on SIGTERM.
+//! timeout, and what a stop does: requests in flight finish, live streams end, the drain delay
+//! keeps the listener open while readiness fails.
 
 use crate::harness::{binary, tenant_token, Server, SECRET};
 use reqwest::Method;
@@ -406,6 +407,113 @@ async fn sigterm_answers_a_waiting_long_poll_at_once_and_exits_cleanly() {
         "the long poll held the stop for {held:?}"
     );
     server.kill();
+}
+
+/// SIGTERM without waiting for the process; the test watches what happens next itself.
+fn signal_terminate(server: &Server) {
+    let signalled = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+}
+
+/// An open dashboard page keeps a live stream (SSE) open for half an hour: a stop ends it at
+/// once instead of waiting for it.
+#[tokio::test]
+async fn sigterm_ends_the_dashboards_live_streams_and_exits() {
+    let mut server = Server::start();
+    let t = tenant_token("acme");
+    assert_eq!(
+        server.call(Method::PUT, "/v1/queues/q", &t, None).await.0,
+        201
+    );
+    let mut live = server
+        .client
+        .get(server.url("/dashboard/queues/q/live"))
+        .header("cookie", format!("sluice_dashboard={t}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(live.status(), 200);
+    let first = timeout(Duration::from_secs(10), live.chunk())
+        .await
+        .expect("the first event within 10 s")
+        .unwrap()
+        .expect("an event");
+    assert!(
+        String::from_utf8_lossy(&first).contains("event: stats"),
+        "{first:?}"
+    );
+    let reader = tokio::spawn(async move {
+        // Reads until the server ends the stream; only keep-alives would come otherwise.
+        while let Ok(Some(_)) = live.chunk().await {}
+        Instant::now()
+    });
+    let signalled = Instant::now();
+    // Panics unless the process exits within 10 s.
+    let status = server.terminate().await;
+    assert!(status.success(), "{status:?}");
+    let ended = timeout(Duration::from_secs(5), reader)
+        .await
+        .expect("the stream ended")
+        .unwrap();
+    assert!(ended - signalled < Duration::from_secs(5));
+}
+
+/// With a drain delay, a stopping gateway keeps accepting for that long and answers `/readyz`
+/// with 503 on new connections (what a load balancer's health check opens), serving requests
+/// meanwhile; then it closes the listener and exits.
+#[tokio::test]
+async fn the_drain_delay_keeps_serving_while_readiness_fails() {
+    let (mut server, mut lines) = start_logged(&["--shutdown-drain-seconds", "5"], "info");
+    await_line(&mut lines, "connection bounds").await;
+    let t = tenant_token("acme");
+    assert_eq!(
+        server.call(Method::PUT, "/v1/queues/q", &t, None).await.0,
+        201
+    );
+    let fresh = || {
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap()
+    };
+    let ready = fresh().get(server.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+
+    let signalled = Instant::now();
+    signal_terminate(&server);
+    await_line(&mut lines, "stopping").await;
+    let ready = fresh().get(server.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503, "readiness fails during the drain");
+    let sent = fresh()
+        .post(server.url("/v1/queues/q/messages"))
+        .bearer_auth(&t)
+        .json(&json!({"body": "during the drain"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 201, "requests are still served");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "checked within the drain"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no exit 15 s after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status:?}");
+    assert!(
+        signalled.elapsed() >= Duration::from_secs(5),
+        "exited before the drain ended: {:?}",
+        signalled.elapsed()
+    );
 }
 
 #[cfg(target_os = "linux")]

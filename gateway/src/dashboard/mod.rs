@@ -28,7 +28,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use futures_util::{Stream, StreamExt};
 use session::CsrfKey;
+use sluice_services::Services;
 
 /// The dashboard router's state: the application's, this process's CSRF key and the charts'
 /// counts history.
@@ -287,3 +289,10 @@ impl IntoResponse for DashError {
 
 /// A page's or action's answer.
 type Answer = Result<Response, DashError>;
+
+/// Ends a live stream (SSE) as soon as the server begins stopping: an open page would otherwise
+/// keep its connection, and so the stop, waiting until the stream's own end half an hour later.
+/// The page's script reconnects, to another gateway or to this one restarted.
+fn until_stopping<S: Stream>(stream: S, services: Services) -> impl Stream<Item = S::Item> {
+    stream.take_until(async move { services.stopped().await })
+}

@@ -196,6 +196,7 @@ pub(super) async fn live(
         )
     };
     let _first = read(&session, &state, &id).await?;
+    let services = state.app.services.clone();
     let context = std::sync::Arc::new((session, state, id));
     // The state: the tick, and whether the task has ended (then one `done` closes the stream).
     let stream = stream::unfold((0usize, false), move |(tick, ended)| {
@@ -229,5 +230,6 @@ pub(super) async fn live(
             ))
         }
     });
+    let stream = super::until_stopping(stream, services);
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }

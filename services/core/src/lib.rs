@@ -217,8 +217,9 @@ impl Services {
         *self.stopping.borrow()
     }
 
-    /// Completes once [`begin_stopping`](Self::begin_stopping) was called (at once if it was).
-    pub(crate) async fn stopped(&self) {
+    /// Completes once [`begin_stopping`](Self::begin_stopping) was called (at once if it was):
+    /// what a long-lived answer (a long poll, a dashboard's live stream) waits on to end.
+    pub async fn stopped(&self) {
         let mut stopping = self.stopping.subscribe();
         // The sender lives in `self`, so it outlives this wait; an error cannot happen.
         let _ = stopping.wait_for(|stopping| *stopping).await;
