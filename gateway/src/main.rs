@@ -79,7 +79,8 @@ async fn print_development_tokens(
          curl -s -X PUT http://{addr}/v1/queues/orders -H \"Authorization: Bearer $TOKEN\"\n  \
          curl -s -X POST http://{addr}/v1/queues/orders/messages -H \"Authorization: Bearer $TOKEN\" -H 'content-type: application/json' -d '{{\"body\": \"hello\"}}'\n  \
          curl -s -X POST http://{addr}/v1/queues/orders/messages/receive -H \"Authorization: Bearer $TOKEN\"\n\
-         API reference: http://{addr}/docs/",
+         API reference: http://{addr}/docs/\n\
+         dashboard:     http://{addr}/dashboard (sign in with a token above)",
         settings.data_dir.display()
     );
     match development_access_key(app, settings, &tenant, &tenant_scopes).await {

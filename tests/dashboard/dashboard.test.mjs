@@ -227,10 +227,23 @@ test("a queue page charts the counts history the server keeps", async () => {
   const stats = await queueStats("orders");
   assert.ok(history.t.length >= 1);
   assert.equal(history.visible.at(-1), stats.visible, JSON.stringify({ history, stats }));
+  // The x axis spans the last hour, also with a single point (uPlot alone would auto-range it
+  // over years).
+  const hour = await page.evaluate(() => {
+    const x = document.querySelector("#chart").charts[0].scales.x;
+    return { min: x.min, max: x.max };
+  });
+  assert.equal(hour.max - hour.min, 3600, JSON.stringify(hour));
+  assert.ok(Math.abs(hour.max - Date.now() / 1000) < 300, JSON.stringify(hour));
   await page.getByRole("button", { name: "Last day" }).click();
   await page.waitForFunction(() =>
     document.querySelector('button[data-span="day"]').getAttribute("aria-pressed") === "true");
   await page.locator("#chart .u-title", { hasText: /^Last day$/ }).waitFor();
+  const day = await page.evaluate(() => {
+    const x = document.querySelector("#chart").charts[0].scales.x;
+    return x.max - x.min;
+  });
+  assert.equal(day, 86400);
   const bad = await page.evaluate(async () =>
     (await fetch("/dashboard/queues/orders/history?span=week")).status);
   assert.equal(bad, 400);

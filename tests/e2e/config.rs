@@ -149,7 +149,7 @@ fn development_mode_prints_tokens_and_a_curl_example() {
         .unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
     let mut seen = String::new();
-    for _ in 0..8 {
+    for _ in 0..11 {
         seen.push_str(&lines.next().unwrap().unwrap());
         seen.push('\n');
     }
@@ -162,4 +162,13 @@ fn development_mode_prints_tokens_and_a_curl_example() {
     assert!(seen.contains("admin token:"), "{seen}");
     assert!(seen.contains("tenant 'default' token:"), "{seen}");
     assert!(seen.contains("curl"), "{seen}");
+    let address = seen
+        .lines()
+        .next()
+        .and_then(|line| line.strip_prefix("sluice listening on "))
+        .unwrap();
+    assert!(
+        seen.contains(&format!("dashboard:     {address}/dashboard")),
+        "{seen}"
+    );
 }

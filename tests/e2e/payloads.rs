@@ -470,6 +470,51 @@ async fn spilled_bodies_survive_a_restart_of_the_embedded_engine() {
     assert_message(&received[0], &large, &sent);
 }
 
+/// The data folder holds every tenant's messages, AWS secret keys and spilled bodies: the
+/// server creates it, and everything in it, for its own user alone.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_data_folder_and_its_files_are_private_to_the_server_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start_in(
+        &data,
+        &["--jwt-secret", SECRET, "--spill-threshold-bytes", THRESHOLD],
+    );
+    let t = tenant_token("private");
+    put_queue(&server, &t, "q", json!({})).await;
+    send(&server, &t, "q", json!({"body": body(50_000, "private")})).await;
+    assert_eq!(Objects::Folder(data.join("payloads")).count().await, 1);
+
+    let mut seen = Vec::new();
+    let mut folders = vec![data.clone()];
+    while let Some(folder) = folders.pop() {
+        seen.push(folder.clone());
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                seen.push(path);
+            }
+        }
+    }
+    assert!(
+        seen.iter()
+            .any(|p| p.extension().is_some_and(|e| e == "redb")),
+        "{seen:?}"
+    );
+    assert!(
+        seen.len() >= 5,
+        "the database, the payload folders and the object: {seen:?}"
+    );
+    for path in seen {
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} is {mode:o}", path.display());
+    }
+}
+
 #[tokio::test]
 async fn spilled_bodies_round_trip_on_redis_with_s3() {
     let s3 = S3Server::start().unwrap();
@@ -766,7 +811,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 /// Sends 64 MiB through `server` and asserts the gateway's peak resident memory grew by at most
 /// 4x the body (the design aims at 2-3x: the request buffer and the parsed string, which then
-/// moves into the store); then reads it back whole.
+/// moves into the store); then reads it back whole, within 2.5x.
 async fn a_64_mib_send_stays_within_four_times_its_size(server: &Server, objects: &Objects) {
     const SIZE: usize = 64 * 1024 * 1024;
     let t = tenant_token("memory");
@@ -799,6 +844,9 @@ async fn a_64_mib_send_stays_within_four_times_its_size(server: &Server, objects
     let keys = objects.keys().await;
     assert_eq!(keys.len(), 1);
     assert_eq!(keys[0].tenant(), "memory");
+    // The receive on its own: the peak is reset to what the process holds now.
+    std::fs::write(format!("/proc/{}/clear_refs", server.child.id()), "5").unwrap();
+    let before = peak_rss_kib(server.child.id());
     let received = server
         .request(Method::POST, "/v1/queues/huge/messages/receive", &t)
         .json(&json!({}))
@@ -807,7 +855,21 @@ async fn a_64_mib_send_stays_within_four_times_its_size(server: &Server, objects
         .await
         .unwrap();
     assert_eq!(received.status(), 200);
-    let received: Value = received.json().await.unwrap();
+    let received = received.bytes().await.unwrap();
+    let growth = (peak_rss_kib(server.child.id()).saturating_sub(before)) * 1024;
+    eprintln!(
+        "64 MiB receive: peak RSS grew {} MiB ({:.2}x the body)",
+        growth / (1024 * 1024),
+        growth as f64 / SIZE as f64
+    );
+    // The object read from the store becomes the answer's body without a copy; what remains
+    // is that body and the JSON answer written from it (2x). A third copy would pass 2.5x.
+    assert!(
+        growth <= 5 * SIZE as u64 / 2,
+        "peak RSS grew by {} MiB to receive a 64 MiB body",
+        growth / (1024 * 1024)
+    );
+    let received: Value = serde_json::from_slice(&received).unwrap();
     assert_body(&received["messages"][0]["body"], &large);
 }
 

@@ -23,7 +23,12 @@
     container.textContent = "";
     var width = Math.max(280, container.clientWidth);
     var period = span === "day" ? "Last day" : "Last hour";
-    var scales = { n: { range: function (u, min, max) { return [0, Math.max(1, max)]; } } };
+    var scales = {
+      // The window the span names, whatever points there are: uPlot's own range would stretch
+      // a single point over years.
+      x: { time: true, range: function () { return [data.from, data.to]; } },
+      n: { range: function (u, min, max) { return [0, Math.max(1, max)]; } },
+    };
     if (data.t.length === 0) {
       var empty = document.createElement("p");
       empty.className = "empty";
@@ -31,7 +36,9 @@
       container.appendChild(empty);
       return;
     }
-    new window.uPlot(
+    // Kept on the element (not in a global) so the browser tests can read the drawn ranges.
+    container.charts = [];
+    container.charts.push(new window.uPlot(
       {
         title: period,
         width: width,
@@ -48,8 +55,8 @@
       },
       [data.t, data.visible, data.in_flight, data.delayed, data.oldest_age_seconds],
       container
-    );
-    new window.uPlot(
+    ));
+    container.charts.push(new window.uPlot(
       {
         title: period + ": messages per second",
         width: width,
@@ -65,7 +72,7 @@
       },
       [data.t, data.sent_per_second, data.received_per_second, data.deleted_per_second],
       container
-    );
+    ));
   }
 
   function setUp(container) {

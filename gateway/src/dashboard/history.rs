@@ -13,6 +13,10 @@
 //! after its last view, one only the sampler follows for as long as the walk finds it. A task
 //! started with the first page view reads each viewed queue once a minute, through the same
 //! service call as `GET /v1/queues/{queue}`, in case the sampler is slower or off.
+//!
+//! A history belongs to one incarnation of a queue: every point carries the queue's creation
+//! time, and a point of a queue deleted and created again under the same name starts its
+//! history afresh rather than drawing the new queue on the old one's past.
 
 use crate::dto::Queue;
 use serde::Serialize;
@@ -47,6 +51,9 @@ pub(super) struct Point {
     pub(super) oldest_age_seconds: Option<u64>,
     /// This process's running totals for the queue at `at`.
     pub(super) totals: ActivityTotals,
+    /// When the queue was created (milliseconds since the epoch): which incarnation of the
+    /// name the point is of.
+    pub(super) created_at: Millis,
 }
 
 impl Point {
@@ -58,6 +65,8 @@ impl Point {
             delayed: queue.stats.delayed,
             oldest_age_seconds: queue.stats.oldest_age_seconds,
             totals,
+            created_at: chrono::DateTime::parse_from_rfc3339(&queue.created_at)
+                .map_or(0, |at| at.timestamp_millis() as Millis),
         }
     }
 
@@ -72,6 +81,7 @@ impl Point {
                 .oldest_sent_at
                 .map(|sent| at.saturating_sub(sent) / 1000),
             totals,
+            created_at: info.created_at,
         }
     }
 }
@@ -105,6 +115,10 @@ fn rate(
 /// The columns uPlot draws: times in seconds, then one array per series.
 #[derive(Debug, Serialize, PartialEq)]
 pub(super) struct Columns {
+    /// The window the span names, in seconds since the epoch: the charts' x range, whatever
+    /// points there are (one point alone must not stretch an hour's axis over years).
+    pub(super) from: u64,
+    pub(super) to: u64,
     pub(super) t: Vec<u64>,
     pub(super) visible: Vec<u64>,
     pub(super) in_flight: Vec<u64>,
@@ -124,10 +138,18 @@ struct Series {
     viewed_at: Option<u64>,
     /// When the sampler last found it.
     sampled_at: u64,
+    /// The creation time of the queue the points are of.
+    created_at: Millis,
 }
 
 impl Series {
     fn push(&mut self, point: Point) {
+        if point.created_at != self.created_at {
+            // Another queue of the same name: its predecessor's points are not its history.
+            self.hour.clear();
+            self.day.clear();
+            self.created_at = point.created_at;
+        }
         push(&mut self.hour, HOUR, point);
         push(&mut self.day, DAY, point);
     }
@@ -222,8 +244,8 @@ impl History {
         }
     }
 
-    /// The recorded points of one queue over `span`, oldest first.
-    pub(super) fn columns(&self, tenant: &str, queue: &str, span: Span) -> Columns {
+    /// The recorded points of one queue over `span` up to `now`, oldest first.
+    pub(super) fn columns(&self, tenant: &str, queue: &str, span: Span, now: Millis) -> Columns {
         let series = self.lock();
         let points: Vec<Point> = series
             .get(&(tenant.to_owned(), queue.to_owned()))
@@ -232,11 +254,13 @@ impl History {
                 Span::Day => s.day.iter().copied().collect(),
             })
             .unwrap_or_default();
-        let spacing = match span {
-            Span::Hour => HOUR.0,
-            Span::Day => DAY.0,
+        let (spacing, width) = match span {
+            Span::Hour => (HOUR.0, HOUR.0 * HOUR.1 as u64),
+            Span::Day => (DAY.0, DAY.0 * DAY.1 as u64),
         };
         Columns {
+            from: now.saturating_sub(width) / 1000,
+            to: now / 1000,
             t: points.iter().map(|p| p.at / 1000).collect(),
             visible: points.iter().map(|p| p.visible).collect(),
             in_flight: points.iter().map(|p| p.in_flight).collect(),
@@ -327,6 +351,7 @@ mod tests {
             delayed: 0,
             oldest_age_seconds: None,
             totals: ActivityTotals::default(),
+            created_at: 0,
         }
     }
 
@@ -336,21 +361,58 @@ mod tests {
         history.viewed("t", "q", point(0, 1));
         // Within the same minute: replaces the minute's point.
         history.record("t", "q", point(30_000, 2));
-        assert_eq!(history.columns("t", "q", Span::Hour).visible, [2]);
+        assert_eq!(history.columns("t", "q", Span::Hour, 0).visible, [2]);
         for minute in 1..=200u64 {
             history.record("t", "q", point(minute * 60_000, minute));
         }
-        let hour = history.columns("t", "q", Span::Hour);
+        let hour = history.columns("t", "q", Span::Hour, 0);
         assert_eq!(hour.t.len(), HOUR.1);
         assert_eq!(hour.visible.last(), Some(&200));
         assert_eq!(hour.visible.first(), Some(&141));
-        let day = history.columns("t", "q", Span::Day);
+        let day = history.columns("t", "q", Span::Day, 0);
         // The last point of each quarter hour: minutes 14, 29, ..., 194, then 200.
         let expected: Vec<u64> = (0..=13).map(|i| (15 * i + 14).min(200)).collect();
         assert_eq!(day.visible, expected);
         // A queue nobody viewed is not followed.
         history.record("t", "other", point(0, 1));
-        assert!(history.columns("t", "other", Span::Hour).t.is_empty());
+        assert!(history.columns("t", "other", Span::Hour, 0).t.is_empty());
+    }
+
+    #[test]
+    fn a_queue_created_again_under_its_name_starts_a_new_history() {
+        let history = History::default();
+        history.viewed("t", "q", point(0, 1));
+        history.record("t", "q", point(60_000, 2));
+        assert_eq!(history.columns("t", "q", Span::Hour, 0).visible, [1, 2]);
+        let again = Point {
+            created_at: 100_000,
+            ..point(120_000, 7)
+        };
+        history.record("t", "q", again);
+        assert_eq!(history.columns("t", "q", Span::Hour, 0).visible, [7]);
+        assert_eq!(history.columns("t", "q", Span::Day, 0).visible, [7]);
+        // A late point of the old queue (a walk that read it before the deletion) cannot mix
+        // the two either: each switch of incarnation starts afresh.
+        history.record("t", "q", point(180_000, 1));
+        history.record(
+            "t",
+            "q",
+            Point {
+                created_at: 100_000,
+                ..point(240_000, 8)
+            },
+        );
+        assert_eq!(history.columns("t", "q", Span::Hour, 0).visible, [8]);
+    }
+
+    #[test]
+    fn the_columns_span_the_window_their_span_names() {
+        let history = History::default();
+        history.viewed("t", "q", point(7_200_000, 1));
+        let hour = history.columns("t", "q", Span::Hour, 7_260_000);
+        assert_eq!((hour.from, hour.to), (3_660, 7_260));
+        let day = history.columns("t", "q", Span::Day, 90_000_000);
+        assert_eq!((day.from, day.to), (3_600, 90_000));
     }
 
     #[test]
@@ -361,8 +423,8 @@ mod tests {
         }
         assert_eq!(history.lock().len(), MAX_QUEUES);
         // The ten viewed first made room.
-        assert!(history.columns("t", "q0", Span::Hour).t.is_empty());
-        assert_eq!(history.columns("t", "q10", Span::Hour).t.len(), 1);
+        assert!(history.columns("t", "q0", Span::Hour, 0).t.is_empty());
+        assert_eq!(history.columns("t", "q10", Span::Hour, 0).t.len(), 1);
         // A day after, only those viewed in the last day are still followed.
         let kept = history.followed(FOLLOW_FOR_MS + 100);
         assert_eq!(kept.len(), (101..MAX_QUEUES as u64 + 10).count());
@@ -401,7 +463,7 @@ mod tests {
         history.observe(&[(&a, sent(220))], 720_000);
         // Three minutes later (two missed minutes): the rate is over the whole gap.
         history.observe(&[(&a, sent(580))], 900_000);
-        let hour = history.columns("t", "a", Span::Hour);
+        let hour = history.columns("t", "a", Span::Hour, 0);
         assert_eq!(hour.t, [660, 720, 900]);
         assert_eq!(hour.sent_per_second, [None, Some(2.0), Some(2.0)]);
         assert_eq!(hour.received_per_second, [None, Some(1.0), Some(1.0)]);
@@ -410,13 +472,13 @@ mod tests {
         assert_eq!(hour.oldest_age_seconds.last(), Some(&Some(899)));
         // The day ring: one point per quarter hour, the rate over the time between them.
         history.observe(&[(&a, sent(580 + 900 * 4))], 1_800_000);
-        let day = history.columns("t", "a", Span::Day);
+        let day = history.columns("t", "a", Span::Day, 0);
         assert_eq!(day.t, [720, 900, 1800]);
         // Its first point is within a quarter hour of when counting began: 220 over 720 s.
         assert_eq!(day.sent_per_second, [Some(0.31), Some(2.0), Some(4.0)]);
         // Totals that went back (the queue was created again): no rate, not a negative one.
         history.observe(&[(&a, sent(5))], 1_860_000);
-        let hour = history.columns("t", "a", Span::Hour);
+        let hour = history.columns("t", "a", Span::Hour, 0);
         assert_eq!(hour.sent_per_second.last(), Some(&None));
     }
 
@@ -432,19 +494,19 @@ mod tests {
         };
         // Counting began 10 s before the point: 30 messages over those 10 s.
         history.observe(&[(&b, recent), (&c, sent(30))], 600_000);
-        let hour = history.columns("t", "b", Span::Hour);
+        let hour = history.columns("t", "b", Span::Hour, 0);
         assert_eq!(hour.sent_per_second, [Some(3.0)]);
         assert_eq!(hour.received_per_second, [Some(1.0)]);
         // Counted for longer than a minute before: no honest one-minute rate.
         assert_eq!(
-            history.columns("t", "c", Span::Hour).sent_per_second,
+            history.columns("t", "c", Span::Hour, 0).sent_per_second,
             [None]
         );
         // Nothing counted at all: no rate.
         let d = info("d", 0);
         history.observe(&[(&d, ActivityTotals::default())], 600_000);
         assert_eq!(
-            history.columns("t", "d", Span::Hour).sent_per_second,
+            history.columns("t", "d", Span::Hour, 0).sent_per_second,
             [None]
         );
     }
@@ -458,15 +520,15 @@ mod tests {
         let page: Vec<_> = infos.iter().map(|i| (i, sent(0))).collect();
         history.observe(&page, 60_000);
         assert_eq!(history.lock().len(), MAX_QUEUES);
-        assert_eq!(history.columns("t", "s0", Span::Hour).t.len(), 1);
+        assert_eq!(history.columns("t", "s0", Span::Hour, 0).t.len(), 1);
         assert!(history
-            .columns("t", &format!("s{MAX_QUEUES}"), Span::Hour)
+            .columns("t", &format!("s{MAX_QUEUES}"), Span::Hour, 0)
             .t
             .is_empty());
         // A viewed queue makes room by dropping a sampler-only one, and stays followed.
         history.viewed("t", "viewed", point(60_000, 9));
         assert_eq!(history.lock().len(), MAX_QUEUES);
-        assert_eq!(history.columns("t", "viewed", Span::Hour).visible, [9]);
+        assert_eq!(history.columns("t", "viewed", Span::Hour, 0).visible, [9]);
         // Only viewed queues are read by the page-view task; sampler-only ones the walk no
         // longer finds are forgotten after an hour.
         assert_eq!(

@@ -104,6 +104,7 @@ pub(super) async fn page(
                                         session.tenant.as_deref().unwrap_or_default(),
                                         &queue.name,
                                         Span::Hour,
+                                        state.app.services.clock().now(),
                                     ).sent_per_second))
                                 }
                             }

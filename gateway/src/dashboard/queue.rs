@@ -443,6 +443,7 @@ pub(super) async fn live(
     // Refused at once (no stream) when the token may not read the queue.
     read_queue(&session, &state, &name).await?;
     let ticks = (LIVE_FOR.as_secs() / LIVE_PERIOD.as_secs()) as usize;
+    let services = state.app.services.clone();
     let context = std::sync::Arc::new((session, state, name));
     let stream = stream::unfold(0usize, move |tick| {
         let context = context.clone();
@@ -475,6 +476,7 @@ pub(super) async fn live(
             ))
         }
     });
+    let stream = super::until_stopping(stream, services);
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
@@ -506,5 +508,11 @@ pub(super) async fn history(
     };
     let queue = read_queue(&session, &state, &name).await?;
     let tenant = session.tenant.as_deref().unwrap_or_default();
-    Ok(axum::Json(state.history.columns(tenant, &queue.name, span)))
+    let now = state.app.services.clock().now();
+    Ok(axum::Json(state.history.columns(
+        tenant,
+        &queue.name,
+        span,
+        now,
+    )))
 }
