@@ -112,7 +112,7 @@ impl SpillingEngine {
             "{}: the reference's size is the object's",
             payload.key
         );
-        let object = String::from_utf8(bytes.to_vec())
+        let object = String::from_utf8(bytes)
             .map_err(|e| EngineError::Internal(format!("payload {}: {e}", payload.key)))?;
         message.body = if payload.enveloped {
             splice(&message.body, object)?

@@ -271,7 +271,7 @@ impl Services {
             tracing::warn!(%key, %error, "a spilled body cannot be read");
             unavailable("get", error)
         })?;
-        let body = String::from_utf8(Vec::from(bytes))
+        let body = String::from_utf8(bytes)
             .map_err(|_| ServiceError::Internal(format!("payload object {key} is not UTF-8")))?;
         message.body = if reference.enveloped {
             splice_message(&message.body, &body).ok_or_else(|| {
@@ -354,7 +354,7 @@ mod tests {
             self.check()?;
             self.inner.put(key, body).await
         }
-        async fn get(&self, key: &PayloadKey) -> Result<Bytes, PayloadError> {
+        async fn get(&self, key: &PayloadKey) -> Result<Vec<u8>, PayloadError> {
             self.check()?;
             self.inner.get(key).await
         }

@@ -71,8 +71,10 @@ pub trait PayloadStore: Send + Sync + std::fmt::Debug {
     /// Writes `body` under `key`, durably.
     async fn put(&self, key: &PayloadKey, body: Bytes) -> Result<(), PayloadError>;
 
-    /// Reads the whole object.
-    async fn get(&self, key: &PayloadKey) -> Result<Bytes, PayloadError>;
+    /// Reads the whole object into a buffer of its own, which the caller may turn into a
+    /// `String` without copying (bodies go up to 64 MiB: a second copy would double what a
+    /// receive holds).
+    async fn get(&self, key: &PayloadKey) -> Result<Vec<u8>, PayloadError>;
 
     /// Removes the object; a missing one is not an error.
     async fn delete(&self, key: &PayloadKey) -> Result<(), PayloadError>;

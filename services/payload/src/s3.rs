@@ -13,6 +13,11 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use aws_sdk_s3::Client;
 use aws_smithy_http_client::tls;
+
+/// The most a read reserves up front from the object's announced length (Sluice writes
+/// objects up to 64 MiB; a larger announcement, from a store that is not ours, grows as it
+/// arrives instead).
+const MAX_PREALLOCATED: i64 = 64 << 20;
 use bytes::Bytes;
 use std::time::Duration;
 
@@ -238,7 +243,7 @@ impl PayloadStore for S3Store {
         Ok(())
     }
 
-    async fn get(&self, key: &PayloadKey) -> Result<Bytes, PayloadError> {
+    async fn get(&self, key: &PayloadKey) -> Result<Vec<u8>, PayloadError> {
         let object = self.object_key(key);
         let answer = match self
             .client
@@ -254,10 +259,20 @@ impl PayloadStore for S3Store {
             }
             Err(e) => return Err(unavailable("reading", &object, e)),
         };
-        let body = answer.body.collect().await.map_err(|e| {
+        // Each chunk is copied once, into a buffer of the object's size, and released as it
+        // is: the whole body is never held twice.
+        let expected = answer
+            .content_length()
+            .unwrap_or(0)
+            .clamp(0, MAX_PREALLOCATED) as usize;
+        let mut body = Vec::with_capacity(expected);
+        let mut chunks = answer.body;
+        while let Some(chunk) = chunks.try_next().await.map_err(|e| {
             PayloadError::Unavailable(format!("reading {object}: the body broke off: {e}"))
-        })?;
-        Ok(body.into_bytes())
+        })? {
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     async fn delete(&self, key: &PayloadKey) -> Result<(), PayloadError> {

@@ -3,9 +3,16 @@
 use super::*;
 
 /// Deleting a queue removes it and its messages; a queue re-created under the same name starts
-/// empty and refuses the old queue's handles.
+/// empty, refuses the old queue's handles and has its own configuration at once (nothing
+/// cached by name outlives the old queue).
 pub async fn delete_queue_removes_messages_and_handles(ctx: Ctx) {
     ctx.queue("q", QueueConfigPatch::default()).await;
+    let first_created = ctx
+        .services
+        .get_queue(&ctx.tenant, "q")
+        .await
+        .unwrap()
+        .created_at;
     ctx.send("q", "m").await;
     ctx.send("q", "n").await;
     let old = handle(&ctx.receive("q", 1, 30).await[0]);
@@ -22,13 +29,27 @@ pub async fn delete_queue_removes_messages_and_handles(ctx: Ctx) {
         ctx.services.delete_queue(&ctx.tenant, "q").await,
         Err(ServiceError::QueueNotFound)
     );
-    ctx.queue("q", QueueConfigPatch::default()).await;
+    ctx.clock.advance(SECOND);
+    ctx.queue(
+        "q",
+        QueueConfigPatch {
+            delay_seconds: Some(60),
+            ..QueueConfigPatch::default()
+        },
+    )
+    .await;
     assert_eq!(ctx.stats("q").await, (0, 0, 0));
     assert!(ctx.receive("q", 10, 30).await.is_empty());
     assert_eq!(
         ctx.services.delete_message(&ctx.tenant, "q", &old).await,
         Err(ServiceError::ReceiptHandleInvalid)
     );
+    let again = ctx.services.get_queue(&ctx.tenant, "q").await.unwrap();
+    assert_eq!(again.config.delay_seconds, 60);
+    assert!(again.created_at > first_created);
+    // The new queue's delay applies to the very next send.
+    ctx.send("q", "later").await;
+    assert_eq!(ctx.stats("q").await, (0, 0, 1));
 }
 
 /// Stats count each state and the oldest message's age.
