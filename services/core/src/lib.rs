@@ -23,6 +23,7 @@ mod queues;
 mod redrive;
 mod stored_bytes;
 mod tenants;
+mod topic_attributes;
 mod topic_policies;
 mod topics;
 mod usage;
@@ -49,6 +50,10 @@ pub use queues::{
 pub use redrive::{RedriveStatus, RedriveTask, RedriveTaskPage, ROUND_PERIOD};
 pub use sluice_filter::FilterScope;
 pub use tenants::{TenantPage, DEFAULT_ACCOUNT_ID};
+pub use topic_attributes::{
+    MAX_DISPLAY_NAME_CHARS, MAX_OTHER_ATTRIBUTE_BYTES, MAX_POLICY_ATTRIBUTE_BYTES,
+    MAX_SUBSCRIPTION_ATTRIBUTES_BYTES, MAX_TOPIC_ATTRIBUTES_BYTES,
+};
 pub use topics::{
     PublishEntry, PublishRequest, PublishResult, SubscribeRequest, SubscriptionPage,
     SubscriptionPatch, SubscriptionView, TopicChange, TopicConfig, TopicConfigInput, TopicPage,

@@ -17,6 +17,7 @@
 use crate::metrics::Event;
 use crate::payloads::{published_nothing, stored_nothing};
 use crate::queues::{decode_page_token, encode_page_token, page_limit, validate_tags};
+use crate::topic_attributes::check_stored_attributes;
 use crate::topic_policies::{heavy_match, CompiledSubscription, Matchable};
 use crate::validate::{
     fifo_deduplication_id, validate_attributes, validate_body, validate_token_id,
@@ -396,6 +397,9 @@ impl Services {
         }
         let tags = input.tags.unwrap_or_default();
         validate_tags(&tags)?;
+        if let Some(attributes) = &create_only {
+            check_stored_attributes(attributes.iter().map(|(k, v)| (k, Some(v))))?;
+        }
         let config = TopicConfig {
             content_based_deduplication: input.content_based_deduplication.unwrap_or(false),
             tags,
@@ -488,6 +492,7 @@ impl Services {
                 "applies to FIFO topics only",
             ));
         }
+        check_stored_attributes(change.aws_attributes.iter().map(|(k, v)| (k, v.as_ref())))?;
         let now = self.clock.now();
         let record = self
             .update_topic(&topic, |record| {
@@ -734,6 +739,7 @@ impl Services {
         if let Some(policy) = &request.filter_policy {
             check_policy(policy, scope)?;
         }
+        check_stored_attributes(request.aws_attributes.iter().map(|(k, v)| (k, Some(v))))?;
         // The topic first: a missing topic is the answer whatever the queue.
         self.topic_record(&topic).await?;
         let queue = self
@@ -820,6 +826,7 @@ impl Services {
         patch: SubscriptionPatch,
     ) -> Result<SubscriptionView, ServiceError> {
         let topic = Self::subscription_topic(tenant, id)?;
+        check_stored_attributes(patch.aws_attributes.iter().map(|(k, v)| (k, v.as_ref())))?;
         let scope = match &patch.filter_policy_scope {
             Some(scope) => Some(parse_scope("filter_policy_scope", Some(scope))?),
             None => None,
