@@ -8,11 +8,11 @@
 //! without an index.
 //!
 //! A publish reads the topic's record (one store read), matches each subscription's filter
-//! policy — compiled once per record version and cached (checked against the record's
-//! subscriptions, since a re-created topic's versions start again), never re-parsed per
-//! message — and
-//! hands the engine the publication with one delivery per match
-//! ([`Publishing`](sluice_engine::Publishing)), which makes it durable and fans it out.
+//! policy — compiled once per record version and cached by `topic_policies`, never re-parsed
+//! per message — and hands the engine the publication with one delivery per match
+//! ([`Publishing`](sluice_engine::Publishing)), which makes it durable and fans it out. The
+//! attributes the AWS endpoint stores here are bounded by `topic_attributes`, so the record a
+//! publish reads stays small.
 
 use crate::metrics::Event;
 use crate::payloads::{published_nothing, stored_nothing};
