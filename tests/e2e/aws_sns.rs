@@ -670,3 +670,36 @@ async fn the_rust_sdk_publishes_to_filtered_and_enveloped_subscriptions() {
     assert_eq!(first["Subject"], "big");
     assert_eq!(first["TopicArn"], topic.as_str());
 }
+
+/// The limits on stored attributes (`aws_sns_limits.py`): `Policy` 30 KiB, `DisplayName` 100
+/// characters, `DeliveryPolicy` 30 KiB, ARNs 2 KiB, on topics and subscriptions, each refused
+/// with `InvalidParameter` naming the attribute and changing nothing. Skipped where boto3 is
+/// not installed.
+#[tokio::test]
+async fn stored_attributes_are_bounded_as_sns_bounds_them() {
+    let server = Server::start();
+    let account = tenant_account(&server, "limits").await;
+    let full = key_pair(
+        &server,
+        "limits",
+        json!(["topics:manage", "topics:publish"]),
+    )
+    .await;
+    put(&server, &tenant_token("limits"), "/v1/queues/lq").await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/e2e/aws_sns_limits.py"
+    );
+    let args = vec![script.to_owned(), server.url(""), account];
+    let Some(output) = tool("python3", args, &full).await else {
+        eprintln!("skipped: python3 is not installed");
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() && stderr.contains("No module named 'boto3'") {
+        eprintln!("skipped: boto3 is not installed");
+        return;
+    }
+    assert!(output.status.success(), "aws_sns_limits.py: {stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "ok");
+}

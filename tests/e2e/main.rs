@@ -13,6 +13,7 @@ mod dead_letters;
 mod dev_aws_key;
 mod disk_failure;
 mod fifo;
+mod filter_cost;
 mod harness;
 mod metrics;
 mod openapi;

@@ -398,3 +398,10 @@ async fn two_gateways_run_a_redrive_task_once_at_its_rate() {
             .await;
     }
 }
+
+#[tokio::test]
+async fn a_recreated_topic_delivers_to_its_own_subscriptions_on_redis() {
+    let redis = RedisServer::start().unwrap();
+    let (_dir, server) = redis_gateway(&redis.url(), &unique_prefix("recreate"), &[]);
+    crate::topics::recreated_topic_delivers_to_its_own_subscriptions(&server).await;
+}

@@ -887,3 +887,53 @@ async fn max_topics_is_enforced() {
     );
     assert_eq!(put(&server, &t, "/v1/topics/three", None).await.0, 201);
 }
+
+/// A deleted and re-created topic delivers to its new subscriptions only (its record starts
+/// its versions again, which the compiled-policy cache once took for the old incarnation):
+/// the first publish reaches `a`, the second `b` alone, and `b`'s counters say so.
+pub(crate) async fn recreated_topic_delivers_to_its_own_subscriptions(server: &Server) {
+    let t = tenant_token("acme");
+    for queue in ["a", "b"] {
+        let (status, answer) = put(server, &t, &format!("/v1/queues/{queue}"), None).await;
+        assert_eq!(status, 201, "{answer}");
+    }
+    let publish = |body: &'static str| {
+        let t = t.clone();
+        async move {
+            let answer = post(server, &t, "/v1/topics/t/messages", json!({ "body": body })).await;
+            assert_eq!(answer.0, 201, "{}", answer.1);
+        }
+    };
+    assert_eq!(put(server, &t, "/v1/topics/t", None).await.0, 201);
+    let (status, _) = subscribe(server, &t, "t", json!({"queue": "a", "raw_delivery": true})).await;
+    assert_eq!(status, 201);
+    publish("first").await;
+
+    let (status, _) = server.call(Method::DELETE, "/v1/topics/t", &t, None).await;
+    assert_eq!(status, 204);
+    assert_eq!(put(server, &t, "/v1/topics/t", None).await.0, 201);
+    let (status, sub) =
+        subscribe(server, &t, "t", json!({"queue": "b", "raw_delivery": true})).await;
+    assert_eq!(status, 201, "{sub}");
+    publish("second").await;
+
+    let bodies = |messages: Vec<Value>| -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| m["body"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(bodies(receive_all(server, &t, "a").await), ["first"]);
+    assert_eq!(bodies(receive_all(server, &t, "b").await), ["second"]);
+    let id = sub["id"].as_str().unwrap();
+    let (_, sub) = server
+        .call(Method::GET, &format!("/v1/subscriptions/{id}"), &t, None)
+        .await;
+    assert_eq!(sub["stats"]["delivered"], 1, "{sub}");
+}
+
+#[tokio::test]
+async fn a_recreated_topic_delivers_to_its_own_subscriptions() {
+    let server = Server::start();
+    recreated_topic_delivers_to_its_own_subscriptions(&server).await;
+}

@@ -23,6 +23,8 @@ mod queues;
 mod redrive;
 mod stored_bytes;
 mod tenants;
+mod topic_attributes;
+mod topic_policies;
 mod topics;
 mod usage;
 mod validate;
@@ -48,6 +50,10 @@ pub use queues::{
 pub use redrive::{RedriveStatus, RedriveTask, RedriveTaskPage, ROUND_PERIOD};
 pub use sluice_filter::FilterScope;
 pub use tenants::{TenantPage, DEFAULT_ACCOUNT_ID};
+pub use topic_attributes::{
+    MAX_DISPLAY_NAME_CHARS, MAX_OTHER_ATTRIBUTE_BYTES, MAX_POLICY_ATTRIBUTE_BYTES,
+    MAX_SUBSCRIPTION_ATTRIBUTES_BYTES, MAX_TOPIC_ATTRIBUTES_BYTES,
+};
 pub use topics::{
     PublishEntry, PublishRequest, PublishResult, SubscribeRequest, SubscriptionPage,
     SubscriptionPatch, SubscriptionView, TopicChange, TopicConfig, TopicConfigInput, TopicPage,
@@ -94,7 +100,7 @@ pub struct Services {
     /// Long polls waiting now, for `max_waiting_polls`.
     waiting_polls: Arc<std::sync::atomic::AtomicUsize>,
     /// Topics' filter policies, compiled once per topic record version.
-    policy_cache: topics::PolicyCache,
+    policy_cache: topic_policies::PolicyCache,
     /// The region in topic ARNs (`TopicArn` of enveloped copies).
     aws_region: Arc<String>,
     /// Tenants' stored bytes, for `max_stored_bytes` (see `stored_bytes.rs`).
@@ -124,7 +130,7 @@ impl Services {
             stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
             instance_id: Arc::new(uuid::Uuid::new_v4().to_string()),
             waiting_polls: Arc::default(),
-            policy_cache: topics::PolicyCache::default(),
+            policy_cache: topic_policies::PolicyCache::default(),
             aws_region: Arc::new("us-east-1".to_owned()),
             stored_bytes: Arc::default(),
             queue_observers: Arc::default(),

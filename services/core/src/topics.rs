@@ -8,13 +8,17 @@
 //! without an index.
 //!
 //! A publish reads the topic's record (one store read), matches each subscription's filter
-//! policy — compiled once per record version and cached, never re-parsed per message — and
-//! hands the engine the publication with one delivery per match
-//! ([`Publishing`](sluice_engine::Publishing)), which makes it durable and fans it out.
+//! policy — compiled once per record version and cached by `topic_policies`, never re-parsed
+//! per message — and hands the engine the publication with one delivery per match
+//! ([`Publishing`](sluice_engine::Publishing)), which makes it durable and fans it out. The
+//! attributes the AWS endpoint stores here are bounded by `topic_attributes`, so the record a
+//! publish reads stays small.
 
 use crate::metrics::Event;
 use crate::payloads::{published_nothing, stored_nothing};
 use crate::queues::{decode_page_token, encode_page_token, page_limit, validate_tags};
+use crate::topic_attributes::check_stored_attributes;
+use crate::topic_policies::{heavy_match, CompiledSubscription, Matchable};
 use crate::validate::{
     fifo_deduplication_id, validate_attributes, validate_body, validate_token_id,
 };
@@ -24,9 +28,9 @@ use sluice_engine::{
     Delivery, DeliveryOutcome, MessageAttribute, Millis, Publication, Published, QueueKey,
     QueueName, SubscriptionStats, TenantId, TopicKey,
 };
-use sluice_filter::{AttributeRef, FilterPolicy, FilterScope, MessageAttributes};
+use sluice_filter::{FilterPolicy, FilterScope};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The most subscriptions one topic may have.
 pub const MAX_SUBSCRIPTIONS: usize = 1000;
@@ -207,11 +211,11 @@ pub struct PublishEntry {
 
 /// The stored record of one topic.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct TopicRecord {
+pub(crate) struct TopicRecord {
     config: TopicConfig,
     created_at: Millis,
     updated_at: Millis,
-    subscriptions: Vec<SubscriptionRecord>,
+    pub(crate) subscriptions: Vec<SubscriptionRecord>,
     /// Records written before the AWS endpoint have none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     aws_attributes: BTreeMap<String, String>,
@@ -219,13 +223,13 @@ struct TopicRecord {
 
 /// The stored form of one subscription.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct SubscriptionRecord {
-    id: String,
-    queue: QueueName,
-    filter_policy: Option<serde_json::Value>,
-    filter_policy_scope: FilterScope,
-    raw_delivery: bool,
-    dead_letter_queue: Option<QueueName>,
+pub(crate) struct SubscriptionRecord {
+    pub(crate) id: String,
+    pub(crate) queue: QueueName,
+    pub(crate) filter_policy: Option<serde_json::Value>,
+    pub(crate) filter_policy_scope: FilterScope,
+    pub(crate) raw_delivery: bool,
+    pub(crate) dead_letter_queue: Option<QueueName>,
     created_at: Millis,
     /// Records written before the AWS endpoint have none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -241,66 +245,6 @@ impl SubscriptionRecord {
             && self.raw_delivery == other.raw_delivery
             && self.dead_letter_queue == other.dead_letter_queue
             && self.aws_attributes == other.aws_attributes
-    }
-}
-
-/// A subscription ready to match messages: its policy compiled.
-struct CompiledSubscription {
-    record: SubscriptionRecord,
-    policy: Option<FilterPolicy>,
-}
-
-/// Compiled subscriptions of one topic record version.
-struct CompiledTopic {
-    version: u64,
-    subscriptions: Arc<Vec<CompiledSubscription>>,
-}
-
-/// Compiled filter policies by topic, so a publish re-parses nothing unless the topic's record
-/// changed since.
-#[derive(Default, Clone)]
-pub(crate) struct PolicyCache(Arc<Mutex<HashMap<TopicKey, CompiledTopic>>>);
-
-impl PolicyCache {
-    fn compiled(
-        &self,
-        topic: &TopicKey,
-        version: u64,
-        record: &TopicRecord,
-    ) -> Arc<Vec<CompiledSubscription>> {
-        let mut cache = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(cached) = cache.get(topic).filter(|c| c.version == version) {
-            return cached.subscriptions.clone();
-        }
-        let subscriptions: Arc<Vec<CompiledSubscription>> = Arc::new(
-            record
-                .subscriptions
-                .iter()
-                .map(|s| CompiledSubscription {
-                    record: s.clone(),
-                    // Stored policies were validated when they were written.
-                    policy: s
-                        .filter_policy
-                        .as_ref()
-                        .and_then(|p| FilterPolicy::parse(p, s.filter_policy_scope).ok()),
-                })
-                .collect(),
-        );
-        // Bounded: a cache of every topic ever published to would grow without limit.
-        if cache.len() >= 10_000 {
-            cache.clear();
-        }
-        cache.insert(
-            topic.clone(),
-            CompiledTopic {
-                version,
-                subscriptions: subscriptions.clone(),
-            },
-        );
-        subscriptions
     }
 }
 
@@ -346,51 +290,6 @@ fn check_subject(field: &str, subject: &str) -> Result<(), ServiceError> {
         ));
     }
     Ok(())
-}
-
-/// A message's attributes as the filter library reads them, without copying them.
-struct FilterAttributes<'a>(&'a BTreeMap<String, MessageAttribute>);
-
-impl MessageAttributes for FilterAttributes<'_> {
-    fn attribute(&self, name: &str) -> Option<AttributeRef<'_>> {
-        self.0.get(name).map(|a| AttributeRef {
-            data_type: &a.data_type,
-            value: &a.value,
-        })
-    }
-}
-
-/// A message ready to be matched by every subscription of a topic: its body is parsed at most
-/// once per publish, however many body-scope policies look at it.
-struct Matchable<'a> {
-    attributes: FilterAttributes<'a>,
-    body: &'a str,
-    parsed_body: std::cell::OnceCell<Option<serde_json::Value>>,
-}
-
-impl<'a> Matchable<'a> {
-    fn new(message: &'a PublishRequest) -> Self {
-        Self {
-            attributes: FilterAttributes(&message.attributes),
-            body: &message.body,
-            parsed_body: std::cell::OnceCell::new(),
-        }
-    }
-
-    fn matches(&self, subscription: &CompiledSubscription) -> bool {
-        let Some(policy) = &subscription.policy else {
-            return true;
-        };
-        match policy.scope() {
-            FilterScope::Attributes => policy.matches_attributes(&self.attributes),
-            // A body that is not JSON matches no body-scope policy.
-            FilterScope::Body => self
-                .parsed_body
-                .get_or_init(|| serde_json::from_str(self.body).ok())
-                .as_ref()
-                .is_some_and(|body| policy.matches_body_json(body)),
-        }
-    }
 }
 
 impl Services {
@@ -498,6 +397,9 @@ impl Services {
         }
         let tags = input.tags.unwrap_or_default();
         validate_tags(&tags)?;
+        if let Some(attributes) = &create_only {
+            check_stored_attributes(attributes.iter().map(|(k, v)| (k, Some(v))))?;
+        }
         let config = TopicConfig {
             content_based_deduplication: input.content_based_deduplication.unwrap_or(false),
             tags,
@@ -590,6 +492,7 @@ impl Services {
                 "applies to FIFO topics only",
             ));
         }
+        check_stored_attributes(change.aws_attributes.iter().map(|(k, v)| (k, v.as_ref())))?;
         let now = self.clock.now();
         let record = self
             .update_topic(&topic, |record| {
@@ -836,6 +739,7 @@ impl Services {
         if let Some(policy) = &request.filter_policy {
             check_policy(policy, scope)?;
         }
+        check_stored_attributes(request.aws_attributes.iter().map(|(k, v)| (k, Some(v))))?;
         // The topic first: a missing topic is the answer whatever the queue.
         self.topic_record(&topic).await?;
         let queue = self
@@ -922,6 +826,7 @@ impl Services {
         patch: SubscriptionPatch,
     ) -> Result<SubscriptionView, ServiceError> {
         let topic = Self::subscription_topic(tenant, id)?;
+        check_stored_attributes(patch.aws_attributes.iter().map(|(k, v)| (k, v.as_ref())))?;
         let scope = match &patch.filter_policy_scope {
             Some(scope) => Some(parse_scope("filter_policy_scope", Some(scope))?),
             None => None,
@@ -1208,6 +1113,48 @@ impl Services {
         })
     }
 
+    /// [`Self::prepare_publication`], on a blocking thread when matching would take CPU that
+    /// other requests' async workers need (a large body against body-scope policies).
+    #[allow(clippy::too_many_arguments)]
+    async fn prepare_off_workers(
+        &self,
+        field: String,
+        topic: &TopicKey,
+        config: &TopicConfig,
+        subscriptions: &Arc<Vec<CompiledSubscription>>,
+        request: PublishRequest,
+        now: Millis,
+        topic_arn: &str,
+    ) -> Result<Publication, ServiceError> {
+        if !heavy_match(subscriptions, &request) {
+            return self.prepare_publication(
+                &field,
+                topic,
+                config,
+                subscriptions,
+                request,
+                now,
+                topic_arn,
+            );
+        }
+        let this = self.clone();
+        let (topic, config) = (topic.clone(), config.clone());
+        let (subscriptions, topic_arn) = (subscriptions.clone(), topic_arn.to_owned());
+        tokio::task::spawn_blocking(move || {
+            this.prepare_publication(
+                &field,
+                &topic,
+                &config,
+                &subscriptions,
+                request,
+                now,
+                &topic_arn,
+            )
+        })
+        .await
+        .map_err(|e| ServiceError::Internal(format!("matching a publication: {e}")))?
+    }
+
     /// The topic's ARN, with its tenant's AWS account id (assigned now if it has none yet).
     async fn topic_arn(&self, topic: &TopicKey) -> Result<String, ServiceError> {
         Ok(format!(
@@ -1289,8 +1236,17 @@ impl Services {
         let (config, subscriptions) = self.compiled_subscriptions(&topic).await?;
         let now = self.clock.now();
         let arn = self.topic_arn(&topic).await?;
-        let mut publication =
-            self.prepare_publication("", &topic, &config, &subscriptions, request, now, &arn)?;
+        let mut publication = self
+            .prepare_off_workers(
+                String::new(),
+                &topic,
+                &config,
+                &subscriptions,
+                request,
+                now,
+                &arn,
+            )
+            .await?;
         let reserved = self
             .reserve_stored_bytes(tenant, self.copies_size(tenant, &publication))
             .await?;
@@ -1343,15 +1299,18 @@ impl Services {
         let mut publications = Vec::new();
         let mut reserved = Vec::new();
         for (index, entry) in entries.into_iter().enumerate() {
-            match self.prepare_publication(
-                &format!("entries[{index}]"),
-                &topic,
-                &config,
-                &subscriptions,
-                entry.message,
-                now,
-                &arn,
-            ) {
+            let prepared = self
+                .prepare_off_workers(
+                    format!("entries[{index}]"),
+                    &topic,
+                    &config,
+                    &subscriptions,
+                    entry.message,
+                    now,
+                    &arn,
+                )
+                .await;
+            match prepared {
                 // Admitted against max_stored_bytes one by one, as a send batch's entries.
                 Ok(publication) => match self
                     .reserve_stored_bytes(tenant, self.copies_size(tenant, &publication))

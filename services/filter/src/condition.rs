@@ -94,6 +94,28 @@ pub(crate) enum Condition {
 }
 
 impl Condition {
+    /// Bytes this condition holds on the heap (its strings and lists).
+    pub(crate) fn heap_size(&self) -> usize {
+        match self {
+            Self::ExactString(text)
+            | Self::Prefix(text)
+            | Self::Suffix(text)
+            | Self::EqualsIgnoreCase(text)
+            | Self::AnythingBut(Excluded::Prefix(text)) => text.capacity(),
+            Self::AnythingBut(Excluded::Values { strings, numbers }) => {
+                strings.capacity() * std::mem::size_of::<String>()
+                    + strings.iter().map(String::capacity).sum::<usize>()
+                    + numbers.capacity() * std::mem::size_of::<f64>()
+            }
+            Self::ExactNumber(_)
+            | Self::Bool(_)
+            | Self::Null
+            | Self::Numeric(_)
+            | Self::Cidr(_)
+            | Self::Exists(_) => 0,
+        }
+    }
+
     /// Whether this condition accepts `scalar`. `exists` accepts no value: it is decided by
     /// presence alone (see [`crate::policy`]).
     pub(crate) fn accepts(&self, scalar: Scalar<'_>) -> bool {

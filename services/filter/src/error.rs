@@ -29,7 +29,7 @@ pub enum PolicyError {
     /// One `$or` alternative names more than [`crate::MAX_KEYS`] top-level keys.
     #[error("filter_policy: Filter policy can not have more than 5 keys (found {count})")]
     TooManyKeys {
-        /// Number of distinct top-level keys in the largest alternative.
+        /// Number of distinct top-level keys in the largest alternative, counted up to 64.
         count: usize,
     },
     /// More than [`crate::MAX_COMBINATIONS`] combinations, counted as SNS counts them.

@@ -27,10 +27,30 @@
 //! # Ok::<(), sluice_filter::PolicyError>(())
 //! ```
 //!
-//! Modules: `parse` (validation, limits, compilation and `$or` expansion), `condition`
-//! (one compiled condition judging one scalar), `cidr` (IP networks), `attributes` (the
-//! attribute input types), `body` (path lookup in JSON bodies), `mismatch` (explanations),
-//! `error` ([`PolicyError`]).
+//! Modules: `parse` (validation, limits, compilation into keys, rules and the `$or` tree),
+//! `condition` (one compiled condition judging one scalar), `cidr` (IP networks),
+//! `attributes` (the attribute input types), `body` (the trie of rule paths and the one walk
+//! of a JSON body), `mismatch` (explanations), `error` ([`PolicyError`]).
+//!
+//! # Cost and size
+//!
+//! A compiled policy holds each key, string and condition of its source once: a rule (one per
+//! leaf of the policy) names its key, a nested key its parent, `$or` stays a tree of rule
+//! indices (never multiplied out), and the body scope's trie of paths holds each byte of the
+//! keys at most once. So [`FilterPolicy::heap_size`] is at most a constant times the source's
+//! size, whatever `$or` or the dots in keys multiply: about 2 bytes per byte of key or string
+//! (the key table and the trie) plus a few hundred bytes per key and per condition, which
+//! [`MAX_COMBINATIONS`] keeps to a few hundred. `tests/table/cost.rs` checks at most 48 × the
+//! JSON text plus 4 KiB (the worst case is many one-character keys; long keys and strings
+//! cost under 3 × their text: a 200 KB key beside an `$or` of 149 branches, ~30 MB when
+//! `$or` was multiplied out, compiles to about 0.4 MB).
+//!
+//! Matching attributes judges each rule at most once (one lookup each). Matching a body walks
+//! it once for all rules: each body key is compared with the trie at most once and each body
+//! node is visited at most once, then each scalar found at a rule's path is judged by that
+//! path's rules. The cost is at most the body's size plus, per such scalar, the conditions of
+//! the rules at its path — which [`MAX_COMBINATIONS`] bounds — plus the policy's size (the
+//! tree). Explanations multiply `$or` out, into at most [`MAX_COMBINATIONS`] alternatives.
 //!
 //! # The language
 //!
@@ -96,8 +116,9 @@ pub use error::PolicyError;
 pub use mismatch::{KeyMismatch, KeyMismatchReason, Mismatch};
 
 use attributes::Kind;
+use body::{PathTrie, Seen};
 use condition::{Condition, Scalar};
-use parse::{Alternative, KeyRule};
+use parse::{Compiled, Term};
 
 /// Largest policy accepted, in bytes of JSON text (256 KiB).
 pub const MAX_POLICY_BYTES: usize = 256 * 1024;
@@ -149,11 +170,7 @@ pub trait PolicySource {
 
 impl PolicySource for Value {
     fn compile(&self, scope: FilterScope) -> Result<FilterPolicy, PolicyError> {
-        let alternatives = parse::compile(self, scope, None)?;
-        Ok(FilterPolicy {
-            scope,
-            alternatives,
-        })
+        Ok(FilterPolicy::new(scope, parse::compile(self, scope, None)?))
     }
 }
 
@@ -165,11 +182,10 @@ impl PolicySource for str {
             serde_json::from_str(self).map_err(|error| PolicyError::InvalidJson {
                 reason: error.to_string(),
             })?;
-        let alternatives = parse::compile(&value, scope, Some(self.len()))?;
-        Ok(FilterPolicy {
+        Ok(FilterPolicy::new(
             scope,
-            alternatives,
-        })
+            parse::compile(&value, scope, Some(self.len()))?,
+        ))
     }
 }
 
@@ -183,8 +199,10 @@ impl PolicySource for String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct FilterPolicy {
     scope: FilterScope,
-    /// Any one alternative matching is a match; `{}` compiles to one empty alternative.
-    alternatives: Vec<Alternative>,
+    /// Keys, one rule per leaf, and the terms (all must hold; `$or` as a tree).
+    compiled: Compiled,
+    /// The rules' paths, for the body walk.
+    paths: PathTrie,
 }
 
 /// The outcome of one key rule, kept `Copy` so matching builds no explanation.
@@ -195,6 +213,15 @@ enum Outcome {
 }
 
 impl FilterPolicy {
+    fn new(scope: FilterScope, compiled: Compiled) -> Self {
+        let paths = PathTrie::new(&compiled);
+        Self {
+            scope,
+            compiled,
+            paths,
+        }
+    }
+
     /// Validates `policy` (JSON text or a [`serde_json::Value`]) for `scope` and compiles it.
     pub fn parse<P: PolicySource + ?Sized>(
         policy: &P,
@@ -209,12 +236,33 @@ impl FilterPolicy {
         self.scope
     }
 
+    /// Bytes the compiled policy holds on the heap (an estimate from lengths and
+    /// capacities, without the allocator's overhead). See the crate docs for its bound.
+    pub fn heap_size(&self) -> usize {
+        use std::mem::size_of;
+        let compiled = &self.compiled;
+        let keys = compiled.keys.capacity() * size_of::<parse::KeyNode>()
+            + compiled.keys.iter().map(|k| k.name.len()).sum::<usize>();
+        let rules = compiled.rules.capacity() * size_of::<parse::Rule>()
+            + compiled
+                .rules
+                .iter()
+                .map(|rule| {
+                    rule.conditions.capacity() * size_of::<Condition>()
+                        + rule
+                            .conditions
+                            .iter()
+                            .map(Condition::heap_size)
+                            .sum::<usize>()
+                })
+                .sum::<usize>();
+        keys + rules + terms_heap_size(&compiled.terms) + self.paths.heap_size()
+    }
+
     /// Whether a message with these attributes passes the policy.
     pub fn matches_attributes<A: MessageAttributes + ?Sized>(&self, attributes: &A) -> bool {
-        self.alternatives.iter().any(|alternative| {
-            alternative
-                .iter()
-                .all(|rule| attribute_outcome(rule, attributes) == Outcome::Pass)
+        holds(&self.compiled.terms, &mut |rule| {
+            self.attribute_outcome(rule, attributes) == Outcome::Pass
         })
     }
 
@@ -223,9 +271,7 @@ impl FilterPolicy {
         &self,
         attributes: &A,
     ) -> Result<(), Mismatch> {
-        explain(&self.alternatives, |rule| {
-            attribute_outcome(rule, attributes)
-        })
+        self.explain(|rule| self.attribute_outcome(rule, attributes))
     }
 
     /// Whether a message with this body passes the policy.
@@ -238,10 +284,9 @@ impl FilterPolicy {
         let Value::Object(object) = body else {
             return false;
         };
-        self.alternatives.iter().any(|alternative| {
-            alternative
-                .iter()
-                .all(|rule| body_outcome(rule, object) == Outcome::Pass)
+        let seen = self.walk_body(object);
+        holds(&self.compiled.terms, &mut |rule| {
+            self.body_outcome(rule, &seen) == Outcome::Pass
         })
     }
 
@@ -256,50 +301,105 @@ impl FilterPolicy {
         let Value::Object(object) = body else {
             return Err(Mismatch::BodyNotObject);
         };
-        explain(&self.alternatives, |rule| body_outcome(rule, object))
+        let seen = self.walk_body(object);
+        self.explain(|rule| self.body_outcome(rule, &seen))
     }
-}
 
-fn explain(
-    alternatives: &[Alternative],
-    outcome: impl Fn(&KeyRule) -> Outcome,
-) -> Result<(), Mismatch> {
-    let mut failures = Vec::with_capacity(alternatives.len());
-    for alternative in alternatives {
-        let failure = alternative.iter().find_map(|rule| match outcome(rule) {
-            Outcome::Pass => None,
-            Outcome::Fail(reason) => Some(KeyMismatch {
-                key: rule.path.clone(),
-                reason,
-            }),
+    /// One walk of the body for every rule at once.
+    fn walk_body(&self, object: &serde_json::Map<String, Value>) -> Vec<Seen> {
+        let mut seen = vec![Seen::default(); self.compiled.rules.len()];
+        self.paths.walk(object, &mut seen, &|rule, leaf| {
+            let Some(rule) = self.compiled.rules.get(rule as usize) else {
+                return false;
+            };
+            Scalar::from_json(leaf).is_some_and(|scalar| accepts_value(&rule.conditions, scalar))
         });
-        match failure {
-            None => return Ok(()),
-            Some(failure) => failures.push(failure),
+        seen
+    }
+
+    fn body_outcome(&self, rule: u32, seen: &[Seen]) -> Outcome {
+        match (
+            self.compiled.rules.get(rule as usize),
+            seen.get(rule as usize),
+        ) {
+            (Some(rule), Some(seen)) => decide(&rule.conditions, seen.present, seen.matched),
+            _ => Outcome::Fail(KeyMismatchReason::Missing),
         }
     }
-    Err(Mismatch::Keys(failures))
+
+    fn attribute_outcome<A: MessageAttributes + ?Sized>(
+        &self,
+        rule: u32,
+        attributes: &A,
+    ) -> Outcome {
+        let Some(rule) = self.compiled.rules.get(rule as usize) else {
+            return Outcome::Fail(KeyMismatchReason::Missing);
+        };
+        let Some(key) = self.compiled.keys.get(rule.key as usize) else {
+            return Outcome::Fail(KeyMismatchReason::Missing);
+        };
+        // A body-scope policy's nested keys read as their dotted path.
+        let path = match key.parent {
+            None => std::borrow::Cow::Borrowed(&*key.name),
+            Some(_) => std::borrow::Cow::Owned(self.compiled.path(rule)),
+        };
+        let found = attributes.attribute(&path).and_then(|attribute| {
+            Kind::of(attribute.data_type).map(|kind| (kind, attribute.value))
+        });
+        let matched = found.is_some_and(|(kind, value)| {
+            attributes::any_scalar(kind, value, |scalar| {
+                accepts_value(&rule.conditions, scalar)
+            })
+        });
+        decide(&rule.conditions, found.is_some(), matched)
+    }
+
+    /// The first failing key of every alternative, in the policy's order, unless one passes.
+    fn explain(&self, outcome: impl Fn(u32) -> Outcome) -> Result<(), Mismatch> {
+        let alternatives = Compiled::alternatives(&self.compiled.terms);
+        let mut failures = Vec::with_capacity(alternatives.len());
+        for alternative in alternatives {
+            let failure = alternative.iter().find_map(|&rule| match outcome(rule) {
+                Outcome::Pass => None,
+                Outcome::Fail(reason) => Some(KeyMismatch {
+                    key: self
+                        .compiled
+                        .rules
+                        .get(rule as usize)
+                        .map(|rule| self.compiled.path(rule))
+                        .unwrap_or_default(),
+                    reason,
+                }),
+            });
+            match failure {
+                None => return Ok(()),
+                Some(failure) => failures.push(failure),
+            }
+        }
+        Err(Mismatch::Keys(failures))
+    }
 }
 
-fn attribute_outcome<A: MessageAttributes + ?Sized>(rule: &KeyRule, attributes: &A) -> Outcome {
-    let found = attributes
-        .attribute(&rule.path)
-        .and_then(|attribute| Kind::of(attribute.data_type).map(|kind| (kind, attribute.value)));
-    let matched = found.is_some_and(|(kind, value)| {
-        attributes::any_scalar(kind, value, |scalar| {
-            accepts_value(&rule.conditions, scalar)
-        })
-    });
-    decide(&rule.conditions, found.is_some(), matched)
+/// Whether every term holds, judging each rule once at most (each appears once in the tree).
+fn holds(terms: &[Term], pass: &mut dyn FnMut(u32) -> bool) -> bool {
+    terms.iter().all(|term| match term {
+        Term::Rule(rule) => pass(*rule),
+        Term::Or(branches) => branches.iter().any(|branch| holds(branch, pass)),
+    })
 }
 
-fn body_outcome(rule: &KeyRule, object: &serde_json::Map<String, Value>) -> Outcome {
-    let mut present = false;
-    let matched = body::any_leaf(object, &rule.path, &mut |leaf| {
-        present = true;
-        Scalar::from_json(leaf).is_some_and(|scalar| accepts_value(&rule.conditions, scalar))
-    });
-    decide(&rule.conditions, present, matched)
+fn terms_heap_size(terms: &[Term]) -> usize {
+    std::mem::size_of_val(terms)
+        + terms
+            .iter()
+            .map(|term| match term {
+                Term::Rule(_) => 0,
+                Term::Or(branches) => {
+                    branches.capacity() * std::mem::size_of::<Vec<Term>>()
+                        + branches.iter().map(|b| terms_heap_size(b)).sum::<usize>()
+                }
+            })
+            .sum::<usize>()
 }
 
 fn accepts_value(conditions: &[Condition], scalar: Scalar<'_>) -> bool {

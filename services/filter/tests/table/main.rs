@@ -6,6 +6,7 @@ mod anything_but;
 mod attribute_types;
 mod body_structure;
 mod cidr;
+mod cost;
 mod exact;
 mod exists;
 mod explain;
