@@ -2,7 +2,8 @@
 //! unknown signature from the headers alone, before a byte of the body is read (and so holds
 //! no upload of an unauthenticated client); each AWS action reads at most what it needs; and
 //! past `--max-body-bytes-in-flight` a request (REST or AWS) is refused with 503 and
-//! `Retry-After` until the bodies held are answered.
+//! `Retry-After` until the bodies held are answered. Also the JSON protocol's strictness: a
+//! member repeated in one object is refused, as REST refuses it.
 
 use crate::aws_identity::{account_of, create_key, create_tenant, signed_request, AwsAnswer};
 use crate::harness::{assert_error, tenant_token, Server, SECRET};
@@ -305,6 +306,33 @@ async fn each_aws_action_reads_no_more_than_it_needs() {
     let send = json!({"QueueUrl": queue_url, "MessageBody": padding});
     let sent = sqs_json(&server, &key, "SendMessage", &send.to_string()).await;
     assert_eq!(sent.status, 200, "{}", sent.text);
+}
+
+#[tokio::test]
+async fn a_repeated_json_member_is_refused() {
+    let server = Server::start();
+    let key = tenant_with_key(&server, "strict").await;
+    let created = sqs_json(&server, &key, "CreateQueue", r#"{"QueueName": "q"}"#).await;
+    assert_eq!(created.status, 200, "{}", created.text);
+    let queue_url = format!("{}/{}/q", server.base, key.account);
+    let body = format!(
+        r#"{{"QueueUrl": "{queue_url}", "MessageBody": "first", "MessageBody": "second"}}"#
+    );
+    let refused = sqs_json(&server, &key, "SendMessage", &body).await;
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert_eq!(
+        json_type(&refused),
+        "com.amazon.coral.service#SerializationException"
+    );
+    assert!(refused.text.contains("MessageBody"), "{}", refused.text);
+    let received = sqs_json(
+        &server,
+        &key,
+        "ReceiveMessage",
+        &json!({"QueueUrl": queue_url}).to_string(),
+    )
+    .await;
+    assert!(!received.text.contains("second"), "{}", received.text);
 }
 
 #[tokio::test]
