@@ -189,6 +189,8 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::dashboard::router(dashboard_state))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
+        // Keeps the body budget's charge of each request until its answer is made.
+        .layer(axum::middleware::from_fn(crate::body_budget::hold))
         .layer(axum::middleware::from_fn_with_state(
             in_flight,
             bound_in_flight,

@@ -111,6 +111,12 @@ pub struct CommonArgs {
     /// `Retry-After` at once (1–16777216). Default 32768.
     #[arg(long, env = "SLUICE_MAX_IN_FLIGHT_REQUESTS")]
     pub max_in_flight_requests: Option<usize>,
+    /// Bytes the bodies of the requests in progress may hold at once (REST and AWS alike); past
+    /// it a request answers 503 `Unavailable` with `Retry-After` at once, and a body larger
+    /// than all of it answers 413 (65536–1099511627776). Default: four of the largest single
+    /// sends (3 × `max_message_bytes` + 64 KiB each), at least 268435456 (256 MiB).
+    #[arg(long, env = "SLUICE_MAX_BODY_BYTES_IN_FLIGHT")]
+    pub max_body_bytes_in_flight: Option<usize>,
     /// Long polls waiting for a message at once; past it a receive that would wait answers 503
     /// `Unavailable` with `Retry-After` (1–16777216). Default 16384.
     #[arg(long, env = "SLUICE_MAX_WAITING_POLLS")]
@@ -223,6 +229,9 @@ pub const MAX_MESSAGE_BYTES_IN_ENGINE: u32 = 1_048_576;
 /// The largest `max_message_bytes` with a payload store.
 pub const MAX_MESSAGE_BYTES_SPILLED: u32 = 67_108_864;
 
+/// The largest `max_body_bytes_in_flight`: 1 TiB, far above any memory it could stand for.
+pub const MAX_BODY_BYTES_IN_FLIGHT: usize = 1 << 40;
+
 /// Bounds on connections, as configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
@@ -266,6 +275,8 @@ pub struct Settings {
     pub payloads: PayloadConfig,
     /// Connection limit and timeouts.
     pub connections: ConnectionLimits,
+    /// The bytes request bodies may hold at once.
+    pub max_body_bytes_in_flight: usize,
     /// Whether metric series carry a `queue` label.
     pub metrics_per_queue: bool,
     /// The region in ARNs.
@@ -324,6 +335,18 @@ impl Settings {
             return Err(ConfigError(format!(
                 "max_message_bytes (--max-message-bytes): must be between 1024 and \
                  {max_allowed}{without}, got {max_message_bytes}{hint}"
+            )));
+        }
+        let max_body_bytes_in_flight = args
+            .max_body_bytes_in_flight
+            .or(file.max_body_bytes_in_flight)
+            .unwrap_or_else(|| crate::body_budget::default_budget(max_message_bytes));
+        let budget_range = crate::body_budget::MIN_BUDGET_BYTES..=MAX_BODY_BYTES_IN_FLIGHT;
+        if !budget_range.contains(&max_body_bytes_in_flight) {
+            return Err(ConfigError(format!(
+                "max_body_bytes_in_flight: must be between {} and {}, got {max_body_bytes_in_flight}",
+                budget_range.start(),
+                budget_range.end()
             )));
         }
         let secret = args.jwt_secret.clone().or(file.jwt_secret);
@@ -404,6 +427,7 @@ impl Settings {
             max_message_bytes,
             payloads,
             connections,
+            max_body_bytes_in_flight,
             metrics_per_queue: args
                 .metrics_per_queue
                 .or(file.metrics_per_queue)
@@ -664,6 +688,27 @@ mod tests {
         let key = std::fs::read_to_string(dir.join(GENERATED_KEY_FILE)).unwrap();
         let shown = format!("{generated:?}");
         assert!(!shown.contains(key.trim()), "{shown}");
+    }
+
+    #[test]
+    fn the_body_budget_defaults_from_the_largest_message() {
+        let temp = tempfile::tempdir().unwrap();
+        let args = |max: Option<u32>, budget: Option<usize>| CommonArgs {
+            data_dir: Some(temp.path().join("data")),
+            max_message_bytes: max,
+            max_body_bytes_in_flight: budget,
+            ..Default::default()
+        };
+        let budget =
+            |max, budget| Settings::resolve(&args(max, budget)).map(|s| s.max_body_bytes_in_flight);
+        assert_eq!(budget(None, None).unwrap(), 256 * 1024 * 1024);
+        assert_eq!(
+            budget(Some(67_108_864), None).unwrap(),
+            4 * (3 * 67_108_864 + 65_536)
+        );
+        assert_eq!(budget(None, Some(65_536)).unwrap(), 65_536);
+        let error = budget(None, Some(65_535)).unwrap_err();
+        assert!(error.0.contains("max_body_bytes_in_flight"), "{error}");
     }
 
     #[test]

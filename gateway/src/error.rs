@@ -140,6 +140,18 @@ impl ApiError {
     }
 }
 
+impl From<crate::body_budget::BodyError> for ApiError {
+    fn from(error: crate::body_budget::BodyError) -> Self {
+        use crate::body_budget::BodyError as B;
+        match error {
+            B::TooLarge(limit) => ApiError::BodyTooLarge(limit),
+            B::TimedOut(seconds) => ApiError::BodyTimeout(seconds),
+            // Counted as an overload refusal, answered 503 with `Retry-After`.
+            error @ B::Busy => ApiError::Service(ServiceError::Overloaded(error.to_string())),
+        }
+    }
+}
+
 /// What a 500 answer says instead of the internal error's text.
 const INTERNAL_MESSAGE: &str = "internal error; the server logged its cause under this request_id";
 

@@ -1,7 +1,9 @@
 //! Request extractors whose failures answer in our error shape: JSON bodies (media type, size
-//! limit enforced before buffering, malformed versus invalid, duplicate keys refused at every
-//! depth), path and query parameters.
+//! limit enforced before buffering, bytes charged to the gateway's body budget, malformed
+//! versus invalid, duplicate keys refused at every depth — [`strict`], which the AWS endpoint's
+//! JSON protocol shares), path and query parameters.
 
+use crate::body_budget::read_body;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -73,14 +75,8 @@ where
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         let limit = L::limit(state);
-        let headers = request.headers();
-        let declared_length = headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared_length.is_some_and(|length| length > limit as u64) {
-            return Err(ApiError::BodyTooLarge(limit));
-        }
+        let (parts, body) = request.into_parts();
+        let headers = &parts.headers;
         let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -89,7 +85,7 @@ where
             let essence = ct.split(';').next().unwrap_or("").trim();
             essence.eq_ignore_ascii_case("application/json")
         });
-        let bytes = read_body(request.into_body(), limit, declared_length).await?;
+        let bytes = read_body(headers, &parts.extensions, body, limit, &state.body_budget).await?;
         if bytes.is_empty() && EMPTY_OK && content_type.is_none() {
             return parse(b"{}").map(|value| Json(value, PhantomData));
         }
@@ -101,30 +97,6 @@ where
         }
         parse(&bytes).map(|value| Json(value, PhantomData))
     }
-}
-
-/// Reads a body of at most `limit` bytes into one buffer, sized up front from the declared
-/// length, so a large body is held once (not as received chunks plus their concatenation).
-pub async fn read_body(
-    body: axum::body::Body,
-    limit: usize,
-    declared_length: Option<u64>,
-) -> Result<Vec<u8>, ApiError> {
-    use futures_util::StreamExt;
-    let expected = declared_length.map_or(0, |n| usize::try_from(n).unwrap_or(limit));
-    let mut buffer = Vec::with_capacity(expected.min(limit));
-    let mut stream = body.into_data_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|error| match crate::serve::body_timed_out(&error) {
-            Some(after) => ApiError::BodyTimeout(after.as_secs()),
-            None => ApiError::BodyTooLarge(limit),
-        })?;
-        if buffer.len() + chunk.len() > limit {
-            return Err(ApiError::BodyTooLarge(limit));
-        }
-        buffer.extend_from_slice(&chunk);
-    }
-    Ok(buffer)
 }
 
 /// Syntax errors are `MalformedRequest`; well-formed JSON of the wrong shape, or with a key
@@ -221,14 +193,14 @@ where
 /// `serde_json` keeps the last of repeated keys silently, so `{"body": "a", "body": "b"}` or two
 /// `attributes` of one name would be read as whatever the last one says, while another parser
 /// in front of us (a proxy, a signature check, an audit log) may have read the first.
-mod strict {
+pub(crate) mod strict {
     use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
     use serde_json::{Map, Number, Value};
     use std::cell::RefCell;
     use std::fmt;
 
     /// Why the bytes could not be read.
-    pub(super) enum Error {
+    pub(crate) enum Error {
         /// Not JSON.
         Syntax(serde_json::Error),
         /// A key appears twice in one object; the path to it, as `entries[0].attributes.a`.
@@ -241,7 +213,7 @@ mod strict {
     }
 
     /// Parses `bytes` as one JSON value, refusing duplicate keys at any depth.
-    pub(super) fn from_slice(bytes: &[u8]) -> Result<Value, Error> {
+    pub(crate) fn from_slice(bytes: &[u8]) -> Result<Value, Error> {
         // On a duplicate the innermost visitor records the key and each enclosing one adds its
         // own key or index while the error unwinds: the happy path builds no path at all.
         let duplicate = RefCell::new(None);

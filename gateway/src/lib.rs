@@ -4,6 +4,7 @@
 pub mod app;
 pub mod auth;
 pub mod aws;
+pub mod body_budget;
 pub mod caller;
 pub mod config;
 pub mod dashboard;

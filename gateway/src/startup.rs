@@ -113,6 +113,7 @@ impl Application {
                 in_flight: Arc::new(tokio::sync::Semaphore::new(
                     settings.connections.max_in_flight_requests,
                 )),
+                body_budget: crate::body_budget::BodyBudget::new(settings.max_body_bytes_in_flight),
             },
             bounds,
             drain: settings.connections.shutdown_drain,

@@ -30,6 +30,8 @@ fn invalid_settings_stop_start_up_naming_the_setting() {
     assert!(start_error(&["--max-message-bytes", "10"], &[]).contains("max_message_bytes"));
     assert!(start_error(&["--max-in-flight-requests", "0"], &[]).contains("max_in_flight_requests"));
     assert!(start_error(&[], &[("SLUICE_MAX_WAITING_POLLS", "0")]).contains("max_waiting_polls"));
+    assert!(start_error(&["--max-body-bytes-in-flight", "1000"], &[])
+        .contains("max_body_bytes_in_flight"));
     assert!(start_error(&[], &[("SLUICE_MAX_MESSAGE_BYTES", "abc")]).contains("max-message-bytes"));
     assert!(start_error(
         &[

@@ -3,6 +3,7 @@
 
 mod admin_and_auth;
 mod aws_identity;
+mod aws_limits;
 mod aws_sns;
 mod aws_sqs;
 mod aws_terraform_v6;

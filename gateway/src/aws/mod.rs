@@ -1,8 +1,13 @@
 //! The AWS-compatible endpoint: `POST /` for requests that carry a SigV4 `Authorization`
-//! header or an `Action=` form body (everything else at `/` answers as before). Each request
-//! is authenticated once here ([`sigv4`]: the key's secret, AWS's errors), then dispatched on
-//! the credential scope's service to one module per service, whose operations are an enum of
-//! AWS-named actions answered from one `match`.
+//! header, an SQS `X-Amz-Target` or a form body (everything else at `/` answers as before).
+//! Each request is authenticated once here ([`sigv4`]: the key's secret, AWS's errors), then
+//! dispatched on the credential scope's service to one module per service, whose operations
+//! are an enum of AWS-named actions answered from one `match`.
+//!
+//! Nothing of the body is read before the headers have named a known key: a missing or
+//! malformed signature and an unknown key id are answered at once, so an unauthenticated
+//! client cannot make the gateway hold its upload. The body is then read up to its action's
+//! bound ([`limits`]) within the gateway's body budget (`body_budget.rs`).
 //!
 //! The service is told apart by `X-Amz-Target` (`AmazonSQS.*`: SQS's JSON protocol), then by
 //! the credential scope's service: [`sqs`] (JSON 1.0 and Query), [`sns`] (Query), [`sts`]
@@ -14,23 +19,20 @@
 //! through one gateway refuses its signatures there at once and on every other gateway within
 //! one second.
 
+pub mod limits;
 pub mod query;
 pub mod sigv4;
 pub mod sns;
 pub mod sqs;
 pub mod sts;
 
+use crate::body_budget::BodyError;
 use crate::error::{current_request_id, ApiError};
 use crate::state::AppState;
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use sluice_services::{AccessKey, ServiceError};
-
-/// The least an AWS-protocol request body may be; with a larger `max_message_bytes`, one of
-/// the largest messages escaped or form-encoded (which may triple its size).
-pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// An AWS error, named and answered as AWS does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +51,10 @@ pub enum AwsError {
     MissingAction,
     /// The action (or the service) is not served.
     InvalidAction(String),
+    /// The body is larger than the action may send (the bound, in bytes).
+    RequestEntityTooLarge(usize),
+    /// The body did not arrive within the body timeout (seconds).
+    RequestTimeout(u64),
     /// The tenant's request rate is exhausted.
     RequestThrottled(String),
     /// The store is unavailable or overloaded.
@@ -103,6 +109,18 @@ impl AwsError {
                 "The request must contain the parameter Action.".into(),
             ),
             Self::InvalidAction(m) => (StatusCode::BAD_REQUEST, "InvalidAction", true, m.clone()),
+            Self::RequestEntityTooLarge(limit) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "RequestEntityTooLarge",
+                true,
+                format!("The request body is larger than this action accepts ({limit} bytes)."),
+            ),
+            Self::RequestTimeout(seconds) => (
+                StatusCode::REQUEST_TIMEOUT,
+                "RequestTimeout",
+                true,
+                format!("The request body did not arrive within {seconds} seconds."),
+            ),
             Self::RequestThrottled(m) => {
                 (StatusCode::BAD_REQUEST, "RequestThrottled", true, m.clone())
             }
@@ -160,6 +178,16 @@ impl From<ServiceError> for AwsError {
                 tracing::error!(request_id = current_request_id(), %error, "unmapped service error on the AWS endpoint");
                 Self::InternalFailure
             }
+        }
+    }
+}
+
+impl From<BodyError> for AwsError {
+    fn from(error: BodyError) -> Self {
+        match error {
+            BodyError::TooLarge(limit) => Self::RequestEntityTooLarge(limit),
+            BodyError::TimedOut(seconds) => Self::RequestTimeout(seconds),
+            error @ BodyError::Busy => Self::ServiceUnavailable(error.to_string()),
         }
     }
 }
@@ -224,9 +252,26 @@ fn is_form(request: &Request) -> bool {
         })
 }
 
-/// `POST /`: an AWS request if it carries SigV4 or is a Query-protocol form; otherwise the
-/// `NotFound` every unknown route answers.
+/// `POST /`: an AWS request if it carries SigV4, an SQS `X-Amz-Target` or is a Query-protocol
+/// form; otherwise the `NotFound` every unknown route answers. A 503 answer carries
+/// `Retry-After`, as REST's do.
 pub async fn entry(State(state): State<AppState>, request: Request) -> Response {
+    let mut response = serve(&state, request).await;
+    if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .entry(header::RETRY_AFTER)
+            .or_insert(HeaderValue::from_static("1"));
+    }
+    response
+}
+
+/// Everything the headers can decide is decided before a byte of the body is read: whether
+/// this is an AWS request, a missing or malformed signature (`MissingAuthenticationToken`,
+/// `IncompleteSignature`), a key id that names no key (`InvalidClientTokenId`), and the body's
+/// bound ([`limits`]). Only then is the body read (within the gateway's body budget), the
+/// signature verified over it, and the request dispatched.
+async fn serve(state: &AppState, request: Request) -> Response {
     let sigv4 = sigv4::is_sigv4(request.headers());
     let form = is_form(&request);
     let target = request
@@ -249,20 +294,31 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
         Some(_) => sqs::codec::error_response(sqs::Protocol::Json, &error.into()),
         None => error.query_response(service),
     };
-    let limit = MAX_BODY_BYTES.max(crate::extract::message_request_limit(&state));
-    let body = match axum::body::to_bytes(Body::new(body), limit).await {
-        Ok(body) => body,
-        Err(_) if !sigv4 => {
-            return ApiError::BodyTooLarge(limit).into_response();
-        }
-        Err(_) => {
-            return fail(
-                AwsError::InvalidAction(format!(
-                    "the request body is larger than {limit} bytes or did not arrive"
-                )),
-                "sts",
-            )
-        }
+    let auth = match sigv4::parse_authorization(&parts.headers) {
+        Ok(auth) => auth,
+        Err(error) => return fail(error, "sts"),
+    };
+    let service = auth.service.clone();
+    let identity = match identify(state, &auth).await {
+        Ok(identity) => identity,
+        Err(error) => return fail(error, &service),
+    };
+    let class = match &sqs_json {
+        Some(action) => limits::action_class("sqs", action),
+        None => limits::service_class(&service),
+    };
+    let limit = class.bytes(state);
+    let body = match crate::body_budget::read_body(
+        &parts.headers,
+        &parts.extensions,
+        body,
+        limit,
+        &state.body_budget,
+    )
+    .await
+    {
+        Ok(body) => axum::body::Bytes::from(body),
+        Err(error) => return fail(error.into(), &service),
     };
     let mut params: Vec<(String, String)> =
         form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
@@ -275,24 +331,25 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
         .iter()
         .find(|(k, _)| k == "Action")
         .map(|(_, v)| v.clone());
-    if !sigv4 && action.is_none() && sqs_json.is_none() {
-        return ApiError::NoRoute(parts.uri.path().to_owned()).into_response();
-    }
-    let auth = match sigv4::parse_authorization(&parts.headers) {
-        Ok(auth) => auth,
-        Err(error) => return fail(error, "sts"),
-    };
-    let service = auth.service.clone();
     let caller = match authenticate(
-        &state,
+        state,
         sigv4::Request::new(&parts.method, &parts.uri, &parts.headers, &body),
         &auth,
+        identity,
     )
     .await
     {
         Ok(caller) => caller,
         Err(error) => return fail(error, &service),
     };
+    // A Query body was read up to its service's largest bound; its action's may be smaller.
+    if sqs_json.is_none() {
+        let action_limit =
+            limits::action_class(&service, action.as_deref().unwrap_or_default()).bytes(state);
+        if body.len() > action_limit {
+            return fail(AwsError::RequestEntityTooLarge(action_limit), &service);
+        }
+    }
     let version = params
         .iter()
         .find(|(k, _)| k == "Version")
@@ -306,7 +363,7 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
             params: query::Params::default(),
             path: parts.uri.path().to_owned(),
         };
-        return sqs::handle(&state, &caller, call).await;
+        return sqs::handle(state, &caller, call).await;
     }
     match (service.as_str(), action) {
         ("sqs", action) => {
@@ -318,11 +375,11 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
                 params: query::Params::new(params),
                 path: parts.uri.path().to_owned(),
             };
-            sqs::handle(&state, &caller, call).await
+            sqs::handle(state, &caller, call).await
         }
         ("sts", Some(action)) => sts::handle(&caller, &action, version.as_deref()),
         ("sts", None) => AwsError::MissingAction.query_response(&service),
-        ("sns", _) => sns::handle(&state, &caller, &params).await,
+        ("sns", _) => sns::handle(state, &caller, &params).await,
         (_, action) => AwsError::InvalidAction(format!(
             "Could not find operation {} for version {}: Sluice does not serve the {service} service",
             action.as_deref().or(target.as_deref()).unwrap_or("(none)"),
@@ -332,20 +389,28 @@ pub async fn entry(State(state): State<AppState>, request: Request) -> Response 
     }
 }
 
+/// The key the `Authorization` header names, with its tenant's quotas and account id, from
+/// the services' short-lived identity cache ([`sluice_services::AWS_IDENTITY_TTL`]), so a key
+/// revoked through another gateway is still found here until its entry expires.
+async fn identify(
+    state: &AppState,
+    auth: &sigv4::Authorization,
+) -> Result<sluice_services::AwsIdentity, AwsError> {
+    state
+        .services
+        .aws_identity(&auth.access_key_id)
+        .await?
+        .ok_or(AwsError::InvalidClientTokenId)
+}
+
 /// Verifies the request's signature with its key and admits it against the tenant's rate.
-/// The key, its tenant's quotas and account id come from the services' short-lived identity
-/// cache ([`sluice_services::AWS_IDENTITY_TTL`]), so a key revoked through another gateway
-/// still verifies here until its entry expires.
 async fn authenticate(
     state: &AppState,
     request: sigv4::Request<'_>,
     auth: &sigv4::Authorization,
+    identity: sluice_services::AwsIdentity,
 ) -> Result<AwsCaller, AwsError> {
     let services = &state.services;
-    let identity = services
-        .aws_identity(&auth.access_key_id)
-        .await?
-        .ok_or(AwsError::InvalidClientTokenId)?;
     sigv4::verify(
         request,
         auth,

@@ -65,7 +65,8 @@ fn incomplete(message: impl Into<String>) -> AwsError {
 }
 
 /// Parses the `Authorization` header: `MissingAuthenticationToken` without one,
-/// `IncompleteSignature` when it is not a complete `AWS4-HMAC-SHA256` header.
+/// `IncompleteSignature` when it is not a complete `AWS4-HMAC-SHA256` header or does not sign
+/// `host`.
 pub fn parse_authorization(headers: &HeaderMap) -> Result<Authorization, AwsError> {
     let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
         return Err(AwsError::MissingAuthenticationToken);
@@ -119,6 +120,13 @@ pub fn parse_authorization(headers: &HeaderMap) -> Result<Authorization, AwsErro
     }
     if signed_headers.is_empty() {
         return Err(missing("SignedHeaders"));
+    }
+    // AWS requires the host to be signed: otherwise a captured signature would hold for any
+    // host the request is sent to.
+    if !signed_headers.split(';').any(|name| name == "host") {
+        return Err(incomplete(
+            "'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.",
+        ));
     }
     Ok(Authorization {
         access_key_id: access_key_id.to_owned(),

@@ -130,11 +130,18 @@ async fn guard(State(state): State<DashState>, request: Request, next: Next) -> 
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let (parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_FORM_BYTES).await {
-        Ok(bytes) => bytes,
-        Err(_) => {
-            return DashError::Api(ApiError::BodyTooLarge(MAX_FORM_BYTES)).into_response();
-        }
+    // Read within the gateway's body budget, as every body is.
+    let bytes = match crate::body_budget::read_body(
+        &parts.headers,
+        &parts.extensions,
+        body,
+        MAX_FORM_BYTES,
+        &state.app.body_budget,
+    )
+    .await
+    {
+        Ok(bytes) => axum::body::Bytes::from(bytes),
+        Err(error) => return DashError::Api(ApiError::from(error)).into_response(),
     };
     let given = header_csrf.or_else(|| session::form_csrf(&bytes));
     match given {

@@ -157,8 +157,9 @@ pub struct QueueConfigInput {
     /// Default 0; 0–20.
     #[schema(maximum = 20)]
     pub receive_wait_seconds: Option<u32>,
-    /// Default: the server's maximum (`--max-message-bytes`, 1048576 unless configured);
-    /// 1024 – that maximum, which may be up to 67108864 when the server has a payload store.
+    /// Default 1048576 (1 MiB), or the server's maximum (`--max-message-bytes`) if that is
+    /// smaller; 1024 – that maximum, which may be up to 67108864 when the server has a payload
+    /// store (a queue takes messages above 1 MiB only when this is set above it).
     #[schema(minimum = 1024, maximum = 67108864)]
     pub max_message_bytes: Option<u32>,
     /// Default null (messages stay until they expire).

@@ -357,6 +357,58 @@ fn malformed_authorization_headers_are_named() {
     assert_eq!(parsed.signature, "abcd");
 }
 
+#[test]
+fn a_signature_that_does_not_sign_host_is_refused() {
+    let headers = |signed: &str| {
+        let mut map = HeaderMap::new();
+        let value = format!(
+            "AWS4-HMAC-SHA256 Credential=AKID/20150830/us-east-1/sqs/aws4_request, \
+             SignedHeaders={signed}, Signature=abcd"
+        );
+        map.insert(
+            axum::http::header::AUTHORIZATION,
+            HeaderValue::from_str(&value).unwrap_or_else(|e| panic!("{e}")),
+        );
+        map
+    };
+    for signed in [
+        "x-amz-date",
+        "content-type;x-amz-date",
+        "hosts;x-amz-date",
+        "x-host",
+    ] {
+        match parse_authorization(&headers(signed)) {
+            Err(AwsError::IncompleteSignature(m)) => {
+                assert!(m.contains("'Host'"), "{signed}: {m}")
+            }
+            other => panic!("{signed}: {other:?}"),
+        }
+    }
+    for signed in ["host", "content-type;host;x-amz-date", "host;x-amz-date"] {
+        assert!(parse_authorization(&headers(signed)).is_ok(), "{signed}");
+    }
+    // A request an SDK signed, its host then dropped from the list, is refused before its
+    // signature is computed.
+    let now = SystemTime::now();
+    let key = ("AKID", "secret");
+    let mut signed = sign_with_sdk("POST", "/", &[], b"", key, "sqs", now);
+    let value = signed.headers[axum::http::header::AUTHORIZATION]
+        .to_str()
+        .unwrap_or_default()
+        .replace("SignedHeaders=host;", "SignedHeaders=");
+    signed.headers.insert(
+        axum::http::header::AUTHORIZATION,
+        HeaderValue::from_str(&value).unwrap_or_else(|e| panic!("{e}")),
+    );
+    assert!(
+        matches!(
+            signed.verify(key.1, ms(now)),
+            Err(AwsError::IncompleteSignature(_))
+        ),
+        "{value}"
+    );
+}
+
 /// One vector of the published suite: its request as signed and its context.
 struct Vector {
     name: String,

@@ -48,8 +48,17 @@ pub fn decode(call: &Call, operation: Operation) -> Result<Value, SqsError> {
             if call.body.is_empty() {
                 Value::Object(Map::new())
             } else {
-                let value: Value = serde_json::from_slice(&call.body).map_err(|e| {
-                    SqsError::Serialization(format!("the request body is not JSON: {e}"))
+                // The REST API's strict reader: a member repeated in one object is refused
+                // rather than read as its last value (another reader, such as an audit log or
+                // a proxy, may have read the first).
+                use crate::extract::strict;
+                let value = strict::from_slice(&call.body).map_err(|error| match error {
+                    strict::Error::Syntax(e) => {
+                        SqsError::Serialization(format!("the request body is not JSON: {e}"))
+                    }
+                    strict::Error::Duplicate(path) => SqsError::Serialization(format!(
+                        "the request body repeats the member {path} in one object"
+                    )),
                 })?;
                 if !value.is_object() {
                     return Err(SqsError::Serialization(
@@ -426,6 +435,43 @@ mod tests {
             receive,
             json!({"AttributeNames": ["All"], "MessageAttributeNames": ["foo.*", "bar"], "MaxNumberOfMessages": 10})
         );
+    }
+
+    #[test]
+    fn a_json_member_repeated_in_one_object_is_refused() {
+        let call = |body: &str| Call {
+            protocol: Protocol::Json,
+            action: Some("SendMessage".into()),
+            version: None,
+            body: axum::body::Bytes::from(body.to_owned()),
+            params: Params::default(),
+            path: "/".into(),
+        };
+        for (body, path) in [
+            (
+                r#"{"QueueUrl": "u", "MessageBody": "a", "MessageBody": "b"}"#,
+                "MessageBody",
+            ),
+            (
+                r#"{"QueueUrl": "u", "MessageBody": "a", "MessageAttributes": {"k": {"DataType": "String", "StringValue": "1", "StringValue": "2"}}}"#,
+                "MessageAttributes.k.StringValue",
+            ),
+        ] {
+            match decode(&call(body), Operation::SendMessage) {
+                Err(error @ SqsError::Serialization(_)) => {
+                    let described = error.describe();
+                    assert_eq!(described.status, StatusCode::BAD_REQUEST);
+                    assert_eq!(
+                        described.json_type,
+                        "com.amazon.coral.service#SerializationException"
+                    );
+                    assert!(described.message.contains(path), "{}", described.message);
+                }
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+        let sibling = r#"{"QueueUrl": "u", "MessageBody": "a", "MessageAttributes": {"a": {"DataType": "String"}, "b": {"DataType": "String"}}}"#;
+        assert!(decode(&call(sibling), Operation::SendMessage).is_ok());
     }
 
     #[test]
