@@ -1,6 +1,6 @@
 //! Request extractors whose failures answer in our error shape: JSON bodies (media type, size
 //! limit enforced before buffering, bytes charged to the gateway's body budget, malformed
-//! versus invalid, duplicate keys refused at every depth — [`strict`], which the AWS endpoint's
+//! versus invalid, duplicate keys refused at every depth — `strict`, which the AWS endpoint's
 //! JSON protocol shares), path and query parameters.
 
 use crate::body_budget::read_body;
