@@ -20,7 +20,8 @@ impl RedisEngine {
         call.arg(self.keys.wake_channel())
             .arg(self.wakers.payload(&queue_id))
             .arg(fence.map(|f| f.to_string()).unwrap_or_default())
-            .arg(APPLIED_WINDOW_MS);
+            .arg(APPLIED_WINDOW_MS)
+            .arg(&queue_id);
         let deleted = match self.run_queue(key, &call, true).await? {
             Some(mut reply) => Some(reply.text()?),
             None => None,

@@ -17,6 +17,31 @@
 //! A log is not one of its queue's keys: a queue deletion leaves it, with the deletion's
 //! `R` events in it.
 //!
+//! **Moves whose source goes.** A message in a move's intent (the source's `out` hash) is in
+//! no queue's `pay`: if the source is deleted (or re-created, or its tenant deleted: the same
+//! scripts) before the ack, `out` goes with it, and whether the message lives on depends on
+//! whether the apply ran in the destination's slot — which the source's script cannot see.
+//! Releasing it there could free an object the destination still names; not releasing it
+//! leaked it (nothing named it any more, and its ledger record kept its holder). So the
+//! deletion appends, per intent carrying a payload, an `M` ("maybe released") entry: `t`,
+//! `x` (the transfer id), `q` (the source's `<tenant>/<queue>`), `d` (the destination's
+//! name, resolved as the move resolves it) and `at` (the intent's time). A reader does not
+//! hand an `M` out: before answering its batch it settles it in the destination's slot
+//! (`transfer_settle.lua`), which, atomically with any apply of the same transfer, either
+//! finds the id in `applied` (the destination holds or held the message and releases it
+//! itself) or records the id as applied — a void, so a late apply by a mover that still held
+//! the intent inserts nothing — and appends the `R` to the destination's log (registered
+//! first). The `R` is thus written once per entry, whoever settles and however often: two
+//! gateways reading the same entry, or one that crashed before acknowledging, find the id
+//! recorded the second time. An `M` is trimmed only with a batch answered after its settle.
+//! `applied` outlives a destination's deletion for its window, and a settle into a queue that
+//! does not exist (deleted, or never created) keeps it alive for the window too, so a missing
+//! destination is settled like any other. The one assumption: a reader settles the entry
+//! within the applied-id window (a day) of the move; past it an apply's id may be forgotten
+//! and the settle would release a message its destination holds. A read that finds only `M`
+//! entries acknowledges them itself and reads again, so an empty batch still means nothing
+//! is pending.
+//!
 //! **Registry.** `{P}:payload-logs` is the set of logs that may hold events. A log is added
 //! (`SADD`, by the Rust side, remembered per process so it costs one round trip per log per
 //! process) *before* the first script that may write to it: a send, a transfer apply or a
@@ -45,12 +70,15 @@
 //! Readers are expected to call it on a timer of seconds, not per request.
 
 use super::calls::FAN_OUT;
+use super::transfer_settle::Unsettled;
+use crate::keys::Keys;
 use crate::RedisEngine;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use sluice_engine::{
-    EngineError, PayloadEvent, PayloadEventBatch, PayloadEventKind, PayloadRef, QueueKey, TopicKey,
+    EngineError, Millis, PayloadEvent, PayloadEventBatch, PayloadEventKind, PayloadRef, QueueKey,
+    QueueName, TopicKey,
 };
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
 /// The `pay` value and event tag of a message with a payload: the message id, length-prefixed,
@@ -88,6 +116,10 @@ impl KnownLogs {
             .insert(log);
     }
 }
+
+/// How many reads one call makes at most while each finds only `M` entries (settled, then
+/// forgotten) before answering an empty batch; the rest wait for the next call.
+const MAX_SETTLE_ONLY_READS: usize = 4;
 
 /// One log's entries as `XRANGE` answers them: id, then field/value pairs.
 type StreamEntries = Vec<(String, Vec<String>)>;
@@ -128,6 +160,20 @@ impl RedisEngine {
         &self,
         limit: usize,
     ) -> Result<PayloadEventBatch, EngineError> {
+        // A read that found only `M` entries settled them all and has no event to hand out:
+        // its cursor is forgotten here (what it covers is settled in the destinations' slots)
+        // and the logs read again, so an empty batch still means "nothing pending" to callers.
+        for _ in 0..MAX_SETTLE_ONLY_READS {
+            let batch = self.read_payload_events(limit).await?;
+            if !batch.events.is_empty() || batch.cursor.is_empty() {
+                return Ok(batch);
+            }
+            self.ack_payload_events(&batch).await?;
+        }
+        Ok(PayloadEventBatch::default())
+    }
+
+    async fn read_payload_events(&self, limit: usize) -> Result<PayloadEventBatch, EngineError> {
         let mut batch = PayloadEventBatch::default();
         if limit == 0 {
             return Ok(batch);
@@ -155,11 +201,17 @@ impl RedisEngine {
                 Ok::<_, EngineError>((log, entries))
             })
             .buffered(FAN_OUT);
+        let mut unsettled: BTreeMap<QueueKey, Vec<Unsettled>> = BTreeMap::new();
         while let Some((log, entries)) = reads.try_next().await? {
             let room = limit - batch.events.len();
             let mut last = None;
             for (id, fields) in entries.into_iter().take(room) {
-                batch.events.push(parse_event(&log, &id, &fields)?);
+                match parse_entry(&log, &id, &fields)? {
+                    Entry::Event(event) => batch.events.push(event),
+                    Entry::Maybe(destination, entry) => {
+                        unsettled.entry(destination).or_default().push(entry);
+                    }
+                }
                 last = Some(id);
             }
             if let Some(id) = last {
@@ -168,6 +220,13 @@ impl RedisEngine {
             if batch.events.len() >= limit {
                 break;
             }
+        }
+        drop(reads);
+        // Settled before the batch is answered, so before its cursor can be acknowledged: an
+        // `M` entry is trimmed only once its destination's slot has decided it (and appended
+        // the `R` there if it released it). The `R` is read like any other, later.
+        for (destination, entries) in unsettled {
+            self.transfer_settle(&destination, &entries).await?;
         }
         Ok(batch)
     }
@@ -207,7 +266,16 @@ impl RedisEngine {
     }
 }
 
-fn parse_event(log: &str, id: &str, fields: &[String]) -> Result<PayloadEvent, EngineError> {
+/// One log entry as a reader takes it.
+enum Entry {
+    /// An `A` or `R`: handed out as is.
+    Event(PayloadEvent),
+    /// An `M` ("maybe released", `release_intents` in `queue.lua`): settled in the
+    /// destination's slot before the batch is answered.
+    Maybe(QueueKey, Unsettled),
+}
+
+fn parse_entry(log: &str, id: &str, fields: &[String]) -> Result<Entry, EngineError> {
     let corrupt = || EngineError::Internal(format!("corrupt payload event {id} in {log}"));
     let field = |name: &str| {
         fields
@@ -215,17 +283,43 @@ fn parse_event(log: &str, id: &str, fields: &[String]) -> Result<PayloadEvent, E
             .find(|pair| pair[0] == name)
             .and_then(|pair| pair.get(1))
     };
+    let tag = field("t").ok_or_else(corrupt)?;
+    let (message_id, key) = parse_tag(tag).ok_or_else(corrupt)?;
     let kind = match field("k").map(String::as_str) {
         Some("A") => PayloadEventKind::Added,
         Some("R") => PayloadEventKind::Released,
+        Some("M") => {
+            let transfer_id = field("x").ok_or_else(corrupt)?;
+            let source = field("q")
+                .and_then(|q| Keys::parse_queue_id(q))
+                .ok_or_else(corrupt)?;
+            let at: Millis = field("at")
+                .and_then(|at| at.parse().ok())
+                .ok_or_else(corrupt)?;
+            let entry = Unsettled {
+                transfer_id: transfer_id.clone(),
+                tag: tag.clone(),
+                at,
+            };
+            return match field("d").and_then(|d| QueueName::parse(d).ok()) {
+                Some(name) => Ok(Entry::Maybe(QueueKey::new(source.tenant, name), entry)),
+                // No queue can have that name, so no apply into it ever ran (a move resolves
+                // its destination the same way and reverts when it cannot): the source's
+                // deletion was the message's end.
+                None => Ok(Entry::Event(PayloadEvent {
+                    kind: PayloadEventKind::Released,
+                    key,
+                    message_id,
+                })),
+            };
+        }
         _ => return Err(corrupt()),
     };
-    let (message_id, key) = field("t").and_then(|t| parse_tag(t)).ok_or_else(corrupt)?;
-    Ok(PayloadEvent {
+    Ok(Entry::Event(PayloadEvent {
         kind,
         key,
         message_id,
-    })
+    }))
 }
 
 #[cfg(test)]

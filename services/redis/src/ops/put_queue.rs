@@ -2,6 +2,7 @@
 
 use super::calls::seconds;
 use crate::codec::{to_json, Described, Reply};
+use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use sluice_engine::{DeduplicationScope, EngineError, Millis, QueueConfig, QueueInfo, QueueKey};
 
@@ -48,7 +49,8 @@ impl RedisEngine {
                         )
                     })
                     .unwrap_or_default(),
-            );
+            )
+            .arg(Keys::queue_id(key));
         let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
         let created = match reply.int()? {
             // A tenant deletion began after our registration and fenced this name: its walk
