@@ -46,6 +46,7 @@
 //! | `{P:<tenant>:topic:<topic>}:outbox-order` | zset | topic: the same entry ids scored by `order` (publish order, FIFO: seq order) |
 //! | `{P:<tenant>:topic:<topic>}:plog` | stream | topic: `Added` events of a publication's copies (`publish.lua`) and `Released` of copies no queue took (`fanout_ack.lua`) |
 //! | `{P}:payload-logs` | set | the key of every payload log that may hold events, added before the first script that may write to it (never removed: see `ops/payload_events.rs`) |
+//! | `{P}:payload-pending` | set | the payload logs that may hold unacknowledged entries, which every read walks: added by a process at its read after it wrote to them (and by the periodic full walk of `payload-logs`), removed once a read finds them empty (see `ops/payload_events.rs`) |
 //! | `{P}:fanouts` | zset | `<tenant>/<topic>` of topics that may hold pending fan-outs, scored by when recovery should look (registered before each publish) |
 //! | `{P}:fanout-regs` | hash | `<tenant>/<topic>` → random token of its latest `fanouts` registration, so recovery drops only the entry it looked at |
 //! | `{P}:tenant:<tenant>:topics` | zset | the names of the tenant's topics that were ever published to, score 0 (what a tenant deletion forgets) |
@@ -170,6 +171,13 @@ impl Keys {
     /// Every payload event log that may hold events (see `ops/payload_events.rs`).
     pub(crate) fn payload_logs(&self) -> String {
         self.registry("payload-logs")
+    }
+
+    /// The logs that may hold unacknowledged events, which each read walks (see
+    /// `ops/payload_events.rs`); a subset of [`payload_logs`](Self::payload_logs) but for
+    /// members whose log is drained.
+    pub(crate) fn payload_pending(&self) -> String {
+        self.registry("payload-pending")
     }
 
     /// The queue's `out` hash: intents of moves leaving it (also one of its queue keys).

@@ -80,6 +80,8 @@ mod setup;
 mod wake;
 
 pub use ops::fanout::PublishCrash;
+#[doc(hidden)]
+pub use ops::payload_events::FULL_WALK_EVERY;
 pub use ops::transfers::{CrashPoint, RECOVERY_GRACE_MS};
 pub use options::RedisOptions;
 

@@ -22,7 +22,10 @@ impl RedisEngine {
             .arg(fence.map(|f| f.to_string()).unwrap_or_default())
             .arg(APPLIED_WINDOW_MS)
             .arg(&queue_id);
-        let deleted = match self.run_queue(key, &call, true).await? {
+        let reply = self.run_queue(key, &call, true).await;
+        // Its payload messages and pending moves' `M` entries went into its log.
+        self.queue_payload_log_touched(key);
+        let deleted = match reply? {
             Some(mut reply) => Some(reply.text()?),
             None => None,
         };

@@ -51,7 +51,10 @@ impl RedisEngine {
                     .unwrap_or_default(),
             )
             .arg(Keys::queue_id(key));
-        let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
+        let reply = self.redis.eval(&call, true).await;
+        // A creation over leftovers releases them into the log.
+        self.queue_payload_log_touched(key);
+        let mut reply = Reply::new(reply?)?;
         let created = match reply.int()? {
             // A tenant deletion began after our registration and fenced this name: its walk
             // drops our entry; nothing was created.

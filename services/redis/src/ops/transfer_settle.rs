@@ -37,7 +37,9 @@ impl RedisEngine {
         for e in entries {
             call.arg(&e.transfer_id).arg(&e.tag).arg(e.at);
         }
-        let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
+        let reply = self.redis.eval(&call, true).await;
+        self.payload_log_written(self.keys.queue_payload_log(destination));
+        let mut reply = Reply::new(reply?)?;
         entries.iter().map(|_| Ok(reply.int()? == 1)).collect()
     }
 }
