@@ -2,7 +2,10 @@
 //! apply, is completed exactly once by `recover_transfers` (standalone and Cluster, where the
 //! two queues live in different slots); one whose dead-letter queue vanished meanwhile goes
 //! back exactly as it was, one applied before its destination was deleted stays moved; several
-//! engines recovering at once never duplicate a message.
+//! engines recovering at once never duplicate a message. A payload message whose source queue
+//! (or tenant) is deleted while its move is pending is released exactly once — by the settle
+//! of the deletion's "maybe released" entry if the apply never ran, by its destination if it
+//! did — however many readers settle the entry and however late.
 
 use sluice_engine::{
     DeadLetter, MessageState, Messages, Millis, NewMessage, PayloadEventKind, PayloadRef, Payloads,
@@ -644,4 +647,51 @@ async fn two_readers_settle_a_deleted_sources_entry_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_two_readers_settle_a_deleted_sources_entry_once() {
     two_readers_settle_an_entry_once(&shared_cluster().url()).await;
+}
+
+/// The move was applied, its source deleted, and the deletion's entry read only after the
+/// destination forgot the apply's transfer id (a day later: readers were stopped): the
+/// destination still holds the message, so nothing is released until it lets it go.
+async fn a_late_settle_does_not_release_what_its_destination_holds(url: &str) {
+    let engine = engine(url, &unique_prefix("settle-late")).await;
+    payload_move_whose_source_went(&engine, CrashPoint::AfterApply, SourceGoes::QueueDeleted).await;
+    // Another move into "dlq" past the applied-id window (a day) trims the ids before it.
+    let later = NOW + 24 * 60 * 60 * 1000 + 60_000;
+    engine
+        .put_queue(&key("src2"), with_dlq("dlq"), NOW)
+        .await
+        .unwrap();
+    engine
+        .send(&key("src2"), vec![message("other")], NOW)
+        .await
+        .unwrap();
+    let got = engine
+        .receive(&key("src2"), 1, 30, None, later)
+        .await
+        .unwrap();
+    engine
+        .dead_letter_interrupted(
+            &key("src2"),
+            &got.messages[0].receipt_handle,
+            "bad",
+            later,
+            CrashPoint::AfterApply,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(drain(&engine).await, [added("id-big")], "still held");
+    assert_eq!(all(&engine, &key("dlq"), later).await.len(), 2);
+    assert!(engine.delete_queue(&key("dlq")).await.unwrap());
+    assert_eq!(drain(&engine).await, [released("id-big")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_settle_does_not_release_a_message_its_destination_holds() {
+    a_late_settle_does_not_release_what_its_destination_holds(&shared_server().url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_late_settle_does_not_release_a_message_its_destination_holds() {
+    a_late_settle_does_not_release_what_its_destination_holds(&shared_cluster().url()).await;
 }

@@ -28,17 +28,18 @@
 //! name, resolved as the move resolves it) and `at` (the intent's time). A reader does not
 //! hand an `M` out: before answering its batch it settles it in the destination's slot
 //! (`transfer_settle.lua`), which, atomically with any apply of the same transfer, either
-//! finds the id in `applied` (the destination holds or held the message and releases it
-//! itself) or records the id as applied — a void, so a late apply by a mover that still held
+//! finds the id in `applied` or the tag in `pay` (the destination holds or held the message
+//! and releases it itself) or records the id as applied — a void, so a late apply by a mover that still held
 //! the intent inserts nothing — and appends the `R` to the destination's log (registered
 //! first). The `R` is thus written once per entry, whoever settles and however often: two
 //! gateways reading the same entry, or one that crashed before acknowledging, find the id
 //! recorded the second time. An `M` is trimmed only with a batch answered after its settle.
 //! `applied` outlives a destination's deletion for its window, and a settle into a queue that
 //! does not exist (deleted, or never created) keeps it alive for the window too, so a missing
-//! destination is settled like any other. The one assumption: a reader settles the entry
-//! within the applied-id window (a day) of the move; past it an apply's id may be forgotten
-//! and the settle would release a message its destination holds. A read that finds only `M`
+//! destination is settled like any other. An apply's id is forgotten a window (a day) after
+//! it, so before voiding the settle also looks for the tag in the destination's `pay`: an
+//! entry read late (readers stopped for a day) is not taken for a void while the destination
+//! still holds the message (one `HVALS`, only on the void path). A read that finds only `M`
 //! entries acknowledges them itself and reads again, so an empty batch still means nothing
 //! is pending.
 //!

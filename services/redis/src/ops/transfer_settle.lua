@@ -2,8 +2,8 @@
 -- source queue's deletion or re-creation left for the payload messages of its pending move
 -- intents (release_intents in the prelude; ops/payload_events.rs runs this when it reads one).
 -- Per entry, atomically with any apply of the same transfer here (one slot):
---   * its transfer id is in `applied`: the apply ran, so this queue holds or held the message
---     and releases it in due course (or did): nothing to do;
+--   * its transfer id is in `applied`, or its tag in `pay`: the apply ran, so this queue holds
+--     or held the message and releases it in due course (or did): nothing to do;
 --   * otherwise the move never arrived and never will: the id is recorded as applied (a
 --     void: a late transfer_apply of it, from a mover that still held the intent, finds it
 --     applied and inserts nothing) and one 'R' goes into this queue's log.
@@ -16,11 +16,28 @@
 -- ARGV[2], ...: per entry: transfer id, payload tag, the intent's time (the void's score:
 --         it lives a window past the move, longer than any live apply of it takes to come)
 -- Reply: per entry, 1 if released now, 0 if the id was applied (or settled) before
+-- The tags this queue holds, read at most once and only if some id is not in `applied`: an
+-- apply's id is forgotten a window after it, so an entry settled later than that (a reader
+-- stopped for a day) must not be taken for a void while the message is still here. Costs one
+-- look per payload message of the queue, on a path taken only by moves whose source was
+-- deleted before their apply.
+local held = nil
+local function holds(tag)
+  if not held then
+    held = {}
+    if redis.call('EXISTS', META) == 1 then
+      for _, t in ipairs(redis.call('HVALS', PAY)) do
+        held[t] = true
+      end
+    end
+  end
+  return held[tag]
+end
 local reply = {}
 local voided = false
 for i = 2, #ARGV, 3 do
   local id = ARGV[i]
-  if redis.call('ZSCORE', APPLIED, id) then
+  if redis.call('ZSCORE', APPLIED, id) or holds(ARGV[i + 1]) then
     reply[#reply + 1] = 0
   else
     redis.call('ZADD', APPLIED, ARGV[i + 2], id)

@@ -1,7 +1,8 @@
 //! Settling a "maybe released" payload (`transfer_settle.lua`): a source queue deleted (or
 //! re-created) while a move's intent was pending left an `M` entry in its payload log; in the
 //! destination's slot this step decides, atomically with any apply of the same transfer,
-//! whether the destination holds the message (its transfer id was applied: nothing to do) or
+//! whether the destination holds or held the message (its transfer id was applied, or the
+//! message's tag is in its `pay` once the id is forgotten: nothing to do) or
 //! never will (the id is recorded as applied, a void, and one `R` goes into the destination's
 //! log). Run by [`payload_events`](RedisEngine::payload_events) for each such entry it reads;
 //! see `payload_events.rs` for why no payload leaks and none is released twice.
