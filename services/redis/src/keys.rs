@@ -23,7 +23,7 @@
 //! | `{P:<tenant>:<queue>}:applied` | zset | transfer ids applied into this queue, scored by when (idempotency of the apply step; trimmed after 24 h); also fan-out copies' apply ids `<publication message id>/<subscription id>` and refusals `!F<id>` (full) / `!L<id>` (too large), scored 23 h before their apply so the same trim forgets them after 1 h (see `ops/fanout_apply.lua`); outlives a queue deletion (expiring after 24 h; kept by a re-creation), so an apply repeated after the deletion answers what was applied |
 //! | `{P:<tenant>:<queue>}:size` | hash | member → the message's size as `max_message_bytes` counts it; their sum is `stored_bytes` in `meta`, moved by the same script as every add and removal |
 //! | `{P:<tenant>:<queue>}:pay` | hash | member → `<len(message id)>:<message id><payload key>` of each message whose body is in a payload store (only those), moved with `size` by every add and removal; a queue or tenant deletion, a purge and expiry turn its entries into `Released` events |
-//! | `{P:<tenant>:<queue>}:plog` | stream | the queue's payload events (`k` = `A` added / `R` released, `t` = the `pay` value), appended by the script making the change; read and trimmed by `ops/payload_events.rs`; kept when the queue is deleted |
+//! | `{P:<tenant>:<queue>}:plog` | stream | the queue's payload events (`k` = `A` added / `R` released / `M` maybe released by a deletion with moves pending, `t` = the `pay` value), appended by the script making the change; read and trimmed by `ops/payload_events.rs`; kept when the queue is deleted |
 //! | `{P:<tenant>:<queue>}:fence` | string | the highest tenant generation a tenant deletion voided for this name: `put_queue` refuses registrations of that generation or older (kept for good) |
 //! | `{P}:tenants` | hash | tenant id → tenant record (JSON) |
 //! | `{P}:tenant-deleted` | hash | tenant id → when it was last deleted (ms; its tombstone, kept for good): tokens issued until then are refused |
@@ -46,6 +46,7 @@
 //! | `{P:<tenant>:topic:<topic>}:outbox-order` | zset | topic: the same entry ids scored by `order` (publish order, FIFO: seq order) |
 //! | `{P:<tenant>:topic:<topic>}:plog` | stream | topic: `Added` events of a publication's copies (`publish.lua`) and `Released` of copies no queue took (`fanout_ack.lua`) |
 //! | `{P}:payload-logs` | set | the key of every payload log that may hold events, added before the first script that may write to it (never removed: see `ops/payload_events.rs`) |
+//! | `{P}:payload-pending` | set | the payload logs that may hold unacknowledged entries, which every read walks: added by a process at its read after it wrote to them (and by the periodic full walk of `payload-logs`), removed once a read finds them empty (see `ops/payload_events.rs`) |
 //! | `{P}:fanouts` | zset | `<tenant>/<topic>` of topics that may hold pending fan-outs, scored by when recovery should look (registered before each publish) |
 //! | `{P}:fanout-regs` | hash | `<tenant>/<topic>` → random token of its latest `fanouts` registration, so recovery drops only the entry it looked at |
 //! | `{P}:tenant:<tenant>:topics` | zset | the names of the tenant's topics that were ever published to, score 0 (what a tenant deletion forgets) |
@@ -170,6 +171,13 @@ impl Keys {
     /// Every payload event log that may hold events (see `ops/payload_events.rs`).
     pub(crate) fn payload_logs(&self) -> String {
         self.registry("payload-logs")
+    }
+
+    /// The logs that may hold unacknowledged events, which each read walks (see
+    /// `ops/payload_events.rs`); a subset of [`payload_logs`](Self::payload_logs) but for
+    /// members whose log is drained.
+    pub(crate) fn payload_pending(&self) -> String {
+        self.registry("payload-pending")
     }
 
     /// The queue's `out` hash: intents of moves leaving it (also one of its queue keys).

@@ -35,7 +35,9 @@
 //!   its reference in its JSON and a tag in the queue's `pay` hash; the script that adds or
 //!   removes it for good appends the payload event to the queue's (or, for a publication's
 //!   copies, the topic's) own log, so no event costs a round trip of its own;
-//!   [`Payloads`] walks the registry of logs to read and trim them.
+//!   [`Payloads`] walks the registry of logs to read and trim them. A queue deleted while a
+//!   move out of it is pending leaves a "maybe released" entry per payload intent, which the
+//!   reader settles in the destination's slot (`ops/transfer_settle.rs`).
 //! * **Caches** (`cache.rs`): queue configurations and known tenants for
 //!   [`RedisOptions::cache_ttl`] (1 s by default), so a send, a receive and a delete batch
 //!   are each one Redis call.
@@ -78,6 +80,8 @@ mod setup;
 mod wake;
 
 pub use ops::fanout::PublishCrash;
+#[doc(hidden)]
+pub use ops::payload_events::FULL_WALK_EVERY;
 pub use ops::transfers::{CrashPoint, RECOVERY_GRACE_MS};
 pub use options::RedisOptions;
 
@@ -181,6 +185,29 @@ impl RedisEngine {
     /// take handles apart ([`ReceiptHandle::decode`](sluice_engine::ReceiptHandle::decode)).
     pub fn handle_key(&self) -> &HandleKey {
         &self.handle_key
+    }
+
+    /// The move intents pending in `key` (transfer id, intent), as a mover between its intent
+    /// and apply steps holds them: for tests of moves that outlive their source queue.
+    #[doc(hidden)]
+    pub async fn pending_moves(
+        &self,
+        key: &QueueKey,
+    ) -> Result<Vec<(String, Vec<u8>)>, EngineError> {
+        self.transfer_intents(key).await
+    }
+
+    /// Finishes moves out of `key` from intents read earlier ([`pending_moves`](Self::pending_moves)),
+    /// as a mover that held them does (apply, then ack or revert), whatever became of `key`
+    /// meanwhile; answers how many it finished.
+    #[doc(hidden)]
+    pub async fn finish_moves(
+        &self,
+        key: &QueueKey,
+        intents: &[(String, Vec<u8>)],
+        now: Millis,
+    ) -> Result<u64, EngineError> {
+        self.complete_held(key, intents, now).await
     }
 
     /// [`Transfers::dead_letter`] stopped at `crash`, as if the gateway died there: for tests

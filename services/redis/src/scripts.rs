@@ -66,6 +66,13 @@ queue_script!(
     "#!lua flags=allow-oom",
     "transfer_revert.lua"
 );
+// Settling a deleted source's "maybe released" entries (ops/payload_events.rs) adds an id
+// and an event at most: like a deletion, it must drain a Redis at `maxmemory`.
+queue_script!(
+    TRANSFER_SETTLE,
+    "#!lua flags=allow-oom",
+    "transfer_settle.lua"
+);
 registry_script!(
     TRANSFER_REGISTER,
     "#!lua flags=allow-oom",

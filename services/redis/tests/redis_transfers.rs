@@ -2,11 +2,15 @@
 //! apply, is completed exactly once by `recover_transfers` (standalone and Cluster, where the
 //! two queues live in different slots); one whose dead-letter queue vanished meanwhile goes
 //! back exactly as it was, one applied before its destination was deleted stays moved; several
-//! engines recovering at once never duplicate a message.
+//! engines recovering at once never duplicate a message. A payload message whose source queue
+//! (or tenant) is deleted while its move is pending is released exactly once — by the settle
+//! of the deletion's "maybe released" entry if the apply never ran, by its destination if it
+//! did — however many readers settle the entry and however late.
 
 use sluice_engine::{
     DeadLetter, MessageState, Messages, Millis, NewMessage, PayloadEventKind, PayloadRef, Payloads,
-    QueueConfig, QueueKey, QueueName, Queues, RedrivePolicy, StoredMessage, TenantId, Transfers,
+    QueueConfig, QueueKey, QueueName, Queues, RedrivePolicy, StoredMessage, TenantId, Tenants,
+    Transfers,
 };
 use sluice_redis::{CrashPoint, RedisEngine, RedisOptions, RECOVERY_GRACE_MS};
 use sluice_testkit::{shared_cluster, shared_server, unique_prefix};
@@ -451,4 +455,243 @@ async fn a_move_applied_before_its_destination_was_deleted_stays_moved() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_a_move_applied_before_its_destination_was_deleted_stays_moved() {
     a_move_applied_before_its_destination_went_stays_moved(&shared_cluster().url()).await;
+}
+
+/// How a move's source queue goes while the move's intent is pending.
+#[derive(Clone, Copy)]
+enum SourceGoes {
+    QueueDeleted,
+    TenantDeleted,
+}
+
+const BIG: &str = "acme/000000000000000000000000000000bb";
+
+/// "src" (dead-letter queue "dlq") with one received payload message "id-big" whose move to
+/// "dlq" stopped at `crash`; then "src" goes. Answers the intents a live mover would still
+/// hold.
+async fn payload_move_whose_source_went(
+    engine: &RedisEngine,
+    crash: CrashPoint,
+    goes: SourceGoes,
+) -> Vec<(String, Vec<u8>)> {
+    engine
+        .put_queue(&key("dlq"), QueueConfig::with_defaults(262_144), NOW)
+        .await
+        .unwrap();
+    engine
+        .put_queue(&key("src"), with_dlq("dlq"), NOW)
+        .await
+        .unwrap();
+    let payload = PayloadRef {
+        key: BIG.into(),
+        size: 2048,
+        enveloped: false,
+    };
+    let spilled = NewMessage {
+        body: String::new(),
+        payload: Some(payload),
+        ..message("big")
+    };
+    engine.send(&key("src"), vec![spilled], NOW).await.unwrap();
+    let got = engine.receive(&key("src"), 1, 30, None, NOW).await.unwrap();
+    let handle = got.messages[0].receipt_handle.clone();
+    engine
+        .dead_letter_interrupted(&key("src"), &handle, "bad", NOW, crash)
+        .await
+        .unwrap()
+        .unwrap();
+    let held = engine.pending_moves(&key("src")).await.unwrap();
+    assert_eq!(held.len(), 1, "the intent is pending");
+    match goes {
+        SourceGoes::QueueDeleted => assert!(engine.delete_queue(&key("src")).await.unwrap()),
+        SourceGoes::TenantDeleted => {
+            // (The tenant has no record here: the answer is about that; its queues, the
+            // dead-letter queue too, go.)
+            engine
+                .delete_tenant(&TenantId::parse("acme").unwrap(), NOW)
+                .await
+                .unwrap();
+        }
+    }
+    held
+}
+
+/// `(added?, message id)` of every event read and acknowledged until none is left, sorted.
+async fn drain(engine: &RedisEngine) -> Vec<(bool, String)> {
+    let mut all = Vec::new();
+    loop {
+        let batch = engine.payload_events(100).await.unwrap();
+        if batch.events.is_empty() {
+            break;
+        }
+        all.extend(
+            batch
+                .events
+                .iter()
+                .map(|e| (e.kind == PayloadEventKind::Added, e.message_id.clone())),
+        );
+        engine.ack_payload_events(&batch).await.unwrap();
+    }
+    all.sort();
+    all
+}
+
+fn released(id: &str) -> (bool, String) {
+    (false, id.to_owned())
+}
+
+fn added(id: &str) -> (bool, String) {
+    (true, id.to_owned())
+}
+
+/// The move's intent was recorded, its source went (queue or tenant deletion), and the apply
+/// never ran: the message is gone, so its payload is released exactly once — and a mover that
+/// still held the intent and applies it late inserts nothing.
+async fn a_payload_move_whose_source_went_before_its_apply_is_released(
+    url: &str,
+    goes: SourceGoes,
+) {
+    let engine = engine(url, &unique_prefix("settle-void")).await;
+    let held = payload_move_whose_source_went(&engine, CrashPoint::AfterIntent, goes).await;
+    assert_eq!(
+        drain(&engine).await,
+        [released("id-big"), added("id-big")],
+        "released once, not leaked"
+    );
+    if let SourceGoes::QueueDeleted = goes {
+        engine.finish_moves(&key("src"), &held, NOW).await.unwrap();
+        assert!(
+            all(&engine, &key("dlq"), NOW).await.is_empty(),
+            "a late apply of a released move inserts nothing"
+        );
+    }
+    let later = NOW + RECOVERY_GRACE_MS;
+    engine.recover_transfers(later).await.unwrap();
+    assert_eq!(drain(&engine).await, [], "nothing more, ever");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payload_move_whose_source_was_deleted_before_its_apply_is_released_once() {
+    let url = shared_server().url();
+    a_payload_move_whose_source_went_before_its_apply_is_released(&url, SourceGoes::QueueDeleted)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_payload_move_whose_source_was_deleted_before_its_apply_is_released_once() {
+    let url = shared_cluster().url();
+    a_payload_move_whose_source_went_before_its_apply_is_released(&url, SourceGoes::QueueDeleted)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payload_move_whose_tenant_was_deleted_before_its_apply_is_released_once() {
+    let url = shared_cluster().url();
+    a_payload_move_whose_source_went_before_its_apply_is_released(&url, SourceGoes::TenantDeleted)
+        .await;
+}
+
+/// The move was applied, then its source was deleted before the ack: the destination holds
+/// the message, so the source's deletion releases nothing; the destination's deletion
+/// releases it, once.
+async fn a_payload_move_applied_before_its_source_went_is_not_released(url: &str) {
+    let engine = engine(url, &unique_prefix("settle-held")).await;
+    payload_move_whose_source_went(&engine, CrashPoint::AfterApply, SourceGoes::QueueDeleted).await;
+    assert_eq!(drain(&engine).await, [added("id-big")], "still held");
+    let moved = all(&engine, &key("dlq"), NOW).await;
+    assert_eq!(moved.len(), 1);
+    assert_eq!(moved[0].payload.as_ref().map(|p| p.key.as_str()), Some(BIG));
+    assert!(engine.delete_queue(&key("dlq")).await.unwrap());
+    assert_eq!(drain(&engine).await, [released("id-big")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payload_move_applied_before_its_source_was_deleted_is_not_released() {
+    a_payload_move_applied_before_its_source_went_is_not_released(&shared_server().url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_payload_move_applied_before_its_source_was_deleted_is_not_released() {
+    a_payload_move_applied_before_its_source_went_is_not_released(&shared_cluster().url()).await;
+}
+
+/// Two gateways read the deleted source's log before either acknowledges: both settle its
+/// entry, and one `Released` is recorded in all.
+async fn two_readers_settle_an_entry_once(url: &str) {
+    let prefix = unique_prefix("settle-twice");
+    let (a, b) = (engine(url, &prefix).await, engine(url, &prefix).await);
+    payload_move_whose_source_went(&a, CrashPoint::AfterIntent, SourceGoes::QueueDeleted).await;
+    let first = a.payload_events(100).await.unwrap();
+    // Reads after the first settle: it sees the Released that settle recorded, and settles
+    // the same entry again.
+    let second = b.payload_events(100).await.unwrap();
+    let count = |batch: &sluice_engine::PayloadEventBatch| {
+        batch
+            .events
+            .iter()
+            .filter(|e| e.kind == PayloadEventKind::Released)
+            .count()
+    };
+    assert!(count(&first) <= 1);
+    assert_eq!(count(&second), 1, "recorded once, though settled twice");
+    a.ack_payload_events(&first).await.unwrap();
+    b.ack_payload_events(&second).await.unwrap();
+    assert_eq!(drain(&a).await, [], "nothing left for anyone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_readers_settle_a_deleted_sources_entry_once() {
+    two_readers_settle_an_entry_once(&shared_server().url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_two_readers_settle_a_deleted_sources_entry_once() {
+    two_readers_settle_an_entry_once(&shared_cluster().url()).await;
+}
+
+/// The move was applied, its source deleted, and the deletion's entry read only after the
+/// destination forgot the apply's transfer id (a day later: readers were stopped): the
+/// destination still holds the message, so nothing is released until it lets it go.
+async fn a_late_settle_does_not_release_what_its_destination_holds(url: &str) {
+    let engine = engine(url, &unique_prefix("settle-late")).await;
+    payload_move_whose_source_went(&engine, CrashPoint::AfterApply, SourceGoes::QueueDeleted).await;
+    // Another move into "dlq" past the applied-id window (a day) trims the ids before it.
+    let later = NOW + 24 * 60 * 60 * 1000 + 60_000;
+    engine
+        .put_queue(&key("src2"), with_dlq("dlq"), NOW)
+        .await
+        .unwrap();
+    engine
+        .send(&key("src2"), vec![message("other")], NOW)
+        .await
+        .unwrap();
+    let got = engine
+        .receive(&key("src2"), 1, 30, None, later)
+        .await
+        .unwrap();
+    engine
+        .dead_letter_interrupted(
+            &key("src2"),
+            &got.messages[0].receipt_handle,
+            "bad",
+            later,
+            CrashPoint::AfterApply,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(drain(&engine).await, [added("id-big")], "still held");
+    assert_eq!(all(&engine, &key("dlq"), later).await.len(), 2);
+    assert!(engine.delete_queue(&key("dlq")).await.unwrap());
+    assert_eq!(drain(&engine).await, [released("id-big")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_settle_does_not_release_a_message_its_destination_holds() {
+    a_late_settle_does_not_release_what_its_destination_holds(&shared_server().url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_late_settle_does_not_release_a_message_its_destination_holds() {
+    a_late_settle_does_not_release_what_its_destination_holds(&shared_cluster().url()).await;
 }

@@ -29,7 +29,10 @@ impl RedisEngine {
         }
         // Sent even when every handle is garbage: the script also answers whether the queue
         // exists.
-        let mut reply = not_found(self.run_queue(key, &call, true).await?)?;
+        let reply = self.run_queue(key, &call, true).await;
+        // Whatever the outcome: a payload message deleted appended an `R` (see payload_events.rs).
+        self.queue_payload_log_touched(key);
+        let mut reply = not_found(reply?)?;
         // FIFO: a group whose message in flight was deleted may deliver again.
         if reply.int()? == 1 {
             self.wakers.wake(&queue_id);

@@ -8,6 +8,7 @@
 --         void for this name from now on (put_queue refuses them), whether the queue exists
 --         yet or not; '' for a plain queue deletion
 -- ARGV[4] how long the queue's applied ids outlive it, in ms (see unlink_queue_keys)
+-- ARGV[5] the queue's id '<tenant>/<queue>' (named in the 'M' entries of its move intents)
 -- Reply: {1, uid of the deleted incarnation} if it existed, {0} if not
 if ARGV[3] ~= '' then
   local fence = tonumber(redis.call('GET', FENCE) or '-1')
@@ -23,8 +24,12 @@ end
 local uid = redis.call('HGET', META, 'uid')
 -- Its payload messages leave for good (one look per payload message, none for the others);
 -- the log is not a queue key and stays. Messages in a move's intent (`out`) are not
--- released: the apply may have put them in their destination already.
+-- released here: the apply may have put them in their destination already. Each gets an 'M'
+-- entry instead, settled in the destination's slot (release_intents): without it the
+-- payload of a move whose apply never ran would be named by nothing and leak. Tenant
+-- deletion deletes every queue through this script, so it is covered too.
 release_all()
+release_intents(ARGV[5])
 unlink_queue_keys(ARGV[4])
 redis.call('PUBLISH', ARGV[1], ARGV[2])
 return { 1, uid }

@@ -20,8 +20,12 @@ impl RedisEngine {
         call.arg(self.keys.wake_channel())
             .arg(self.wakers.payload(&queue_id))
             .arg(fence.map(|f| f.to_string()).unwrap_or_default())
-            .arg(APPLIED_WINDOW_MS);
-        let deleted = match self.run_queue(key, &call, true).await? {
+            .arg(APPLIED_WINDOW_MS)
+            .arg(&queue_id);
+        let reply = self.run_queue(key, &call, true).await;
+        // Its payload messages and pending moves' `M` entries went into its log.
+        self.queue_payload_log_touched(key);
+        let deleted = match reply? {
             Some(mut reply) => Some(reply.text()?),
             None => None,
         };

@@ -49,7 +49,9 @@ impl RedisEngine {
                 .arg(DEDUPLICATION_WINDOW_MS)
                 .arg(RECEIVE_ATTEMPT_WINDOW_MS)
                 .arg(APPLIED_WINDOW_MS);
-            let Some(mut reply) = self.run_queue(&key, &call, true).await? else {
+            let reply = self.run_queue(&key, &call, true).await;
+            self.queue_payload_log_touched(&key);
+            let Some(mut reply) = reply? else {
                 let mut score = redis::cmd("ZSCORE");
                 score.arg(self.keys.all_queues()).arg(&queue_id);
                 let registered_at: Option<f64> = self.redis.query(&score).await?;

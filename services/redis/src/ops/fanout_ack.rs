@@ -28,7 +28,10 @@ impl RedisEngine {
                     .arg(release);
             }
         }
-        match self.redis.eval(&call, false).await? {
+        let reply = self.redis.eval(&call, false).await;
+        // A copy no queue took released its payload into the topic's log.
+        self.topic_payload_log_touched(topic);
+        match reply? {
             redis::Value::Int(n) => u64::try_from(n)
                 .map_err(|_| EngineError::Internal("fanout_ack: negative count".into())),
             other => Err(EngineError::Internal(format!(

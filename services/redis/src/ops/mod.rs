@@ -38,5 +38,6 @@ mod transfer_apply;
 mod transfer_out;
 mod transfer_registry;
 mod transfer_revert;
+mod transfer_settle;
 pub(crate) mod transfers;
 mod unregister_queue;

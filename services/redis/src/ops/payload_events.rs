@@ -17,6 +17,32 @@
 //! A log is not one of its queue's keys: a queue deletion leaves it, with the deletion's
 //! `R` events in it.
 //!
+//! **Moves whose source goes.** A message in a move's intent (the source's `out` hash) is in
+//! no queue's `pay`: if the source is deleted (or re-created, or its tenant deleted: the same
+//! scripts) before the ack, `out` goes with it, and whether the message lives on depends on
+//! whether the apply ran in the destination's slot — which the source's script cannot see.
+//! Releasing it there could free an object the destination still names; not releasing it
+//! leaked it (nothing named it any more, and its ledger record kept its holder). So the
+//! deletion appends, per intent carrying a payload, an `M` ("maybe released") entry: `t`,
+//! `x` (the transfer id), `q` (the source's `<tenant>/<queue>`), `d` (the destination's
+//! name, resolved as the move resolves it) and `at` (the intent's time). A reader does not
+//! hand an `M` out: before answering its batch it settles it in the destination's slot
+//! (`transfer_settle.lua`), which, atomically with any apply of the same transfer, either
+//! finds the id in `applied` or the tag in `pay` (the destination holds or held the message
+//! and releases it itself) or records the id as applied — a void, so a late apply by a mover that still held
+//! the intent inserts nothing — and appends the `R` to the destination's log (registered
+//! first). The `R` is thus written once per entry, whoever settles and however often: two
+//! gateways reading the same entry, or one that crashed before acknowledging, find the id
+//! recorded the second time. An `M` is trimmed only with a batch answered after its settle.
+//! `applied` outlives a destination's deletion for its window, and a settle into a queue that
+//! does not exist (deleted, or never created) keeps it alive for the window too, so a missing
+//! destination is settled like any other. An apply's id is forgotten a window (a day) after
+//! it, so before voiding the settle also looks for the tag in the destination's `pay`: an
+//! entry read late (readers stopped for a day) is not taken for a void while the destination
+//! still holds the message (one `HVALS`, only on the void path). A read that finds only `M`
+//! entries acknowledges them itself and reads again, so an empty batch still means nothing
+//! is pending.
+//!
 //! **Registry.** `{P}:payload-logs` is the set of logs that may hold events. A log is added
 //! (`SADD`, by the Rust side, remembered per process so it costs one round trip per log per
 //! process) *before* the first script that may write to it: a send, a transfer apply or a
@@ -32,25 +58,50 @@
 //! exchange the argument is one line: every event is written into a log that was registered
 //! before, and stays registered, so a reader walking the registry finds it.
 //!
+//! **Pending set.** Walking the whole registry on every read made a read cost one `XRANGE`
+//! per queue or topic that ever held a payload (10,000 such → 2,000 `XRANGE`/s per gateway
+//! at a 5 s round, forever). So reads walk `{P}:payload-pending` instead, the logs that may
+//! hold unacknowledged entries, and the registry only on every [`FULL_WALK_EVERY`]th read
+//! of a process (its first read included). A process notes in memory each log a script it
+//! ran may have appended to (a send, a publish with a payload and a settle: always; a delete,
+//! purge, expiry, queue deletion or re-creation, fan-out ack: when the log is known to be
+//! registered), and its next read adds them with one `SADD` — no write pays a round trip. A
+//! read that finds a pending log empty removes it (`SREM`). Pending marks are only a
+//! shortcut: losslessness still rests on the registry, since every event is in a registered
+//! log and the full walk puts every registered log holding an entry (`XLEN` each) back into
+//! the pending set. What the shortcut misses waits at most for the next full walk (about 5
+//! minutes at one read per 5 s): an append whose process died before its next read, one a
+//! process did not note (the rare release of an expired message at a receive or a move's
+//! intent; a log registered by another process since this one last saw it in the registry
+//! or the pending set), and one whose mark another reader removed between finding the log
+//! empty and its `SREM`.
+//!
 //! **Reading and acknowledging.** [`payload_events`](RedisEngine::payload_events) walks the
-//! registry from a random member (so a busy log does not starve the others) and reads each log
-//! from its start (`XRANGE`), until it has about `limit` events; the batch's cursor holds, per
-//! log read, `<log key> <last id read>`. A log's ids grow with every append, so what a read
-//! sees of a log is a prefix of it, and [`ack_payload_events`](RedisEngine::ack_payload_events)
-//! removes exactly that prefix with `XTRIM MINID` (ids up to the last read): entries appended
-//! after the read have larger ids and stay, and trimming a prefix already trimmed (a second
-//! acknowledgement, or another gateway's) removes nothing else. A call costs one `SMEMBERS`
-//! and one `XRANGE` per registered log it reaches before the limit (empty ones included, 16 at
-//! a time): with few events pending, about one per queue or topic that ever held a payload.
+//! pending set from a random member (so a busy log does not starve the others) and reads each
+//! log from its start (`XRANGE`), until it has about `limit` events; the batch's cursor holds,
+//! per log read, `<log key> <last id read>`. A log's ids grow with every append, so what a
+//! read sees of a log is a prefix of it, and
+//! [`ack_payload_events`](RedisEngine::ack_payload_events) removes exactly that prefix with
+//! `XTRIM MINID` (ids up to the last read): entries appended after the read have larger ids
+//! and stay, and trimming a prefix already trimmed (a second acknowledgement, or another
+//! gateway's) removes nothing else. A call costs one `SMEMBERS` of the pending set, one
+//! `SADD` if this process wrote since its last read, one `XRANGE` per pending log it reaches
+//! before the limit (16 at a time) and one `SREM` if some were empty: with nothing pending,
+//! one command, whatever the number of logs that ever held a payload; every
+//! [`FULL_WALK_EVERY`]th call adds one `SMEMBERS` and one `XLEN` per registered log.
 //! Readers are expected to call it on a timer of seconds, not per request.
 
 use super::calls::FAN_OUT;
+use super::transfer_settle::Unsettled;
+use crate::keys::Keys;
 use crate::RedisEngine;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use sluice_engine::{
-    EngineError, PayloadEvent, PayloadEventBatch, PayloadEventKind, PayloadRef, QueueKey, TopicKey,
+    EngineError, Millis, PayloadEvent, PayloadEventBatch, PayloadEventKind, PayloadRef, QueueKey,
+    QueueName, TopicKey,
 };
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 /// The `pay` value and event tag of a message with a payload: the message id, length-prefixed,
@@ -69,25 +120,53 @@ fn parse_tag(tag: &str) -> Option<(String, String)> {
     Some((message_id.to_owned(), key.to_owned()))
 }
 
-/// The logs this process has registered (they stay registered for good).
+/// What this process knows of the payload logs: those known to be registered (by it, or seen
+/// in the registry or the pending set), those it wrote to since it last told the pending set,
+/// and how many reads it made (every [`FULL_WALK_EVERY`]th walks the whole registry).
 #[derive(Debug, Default)]
-pub(crate) struct KnownLogs(Mutex<HashSet<String>>);
+pub(crate) struct KnownLogs {
+    registered: Mutex<HashSet<String>>,
+    written: Mutex<HashSet<String>>,
+    reads: AtomicU64,
+}
 
 impl KnownLogs {
     fn contains(&self, log: &str) -> bool {
-        self.0
+        self.registered
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .contains(log)
     }
 
-    fn insert(&self, log: String) {
-        self.0
+    fn insert_all(&self, logs: impl IntoIterator<Item = String>) {
+        self.registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(logs);
+    }
+
+    fn written(&self, log: String) {
+        self.written
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(log);
     }
+
+    fn take_written(&self) -> HashSet<String> {
+        std::mem::take(&mut *self.written.lock().unwrap_or_else(PoisonError::into_inner))
+    }
 }
+
+/// Every how many reads of this process one walks the whole registry instead of the pending
+/// set (the first read does too): with the collector's round of 5 s, about every 5 minutes.
+/// It finds the events a process appended but never told the pending set of (it died first,
+/// or the script was one whose writes are not noted), and those whose pending mark a reader
+/// removed while they were being appended.
+pub const FULL_WALK_EVERY: u64 = 60;
+
+/// How many reads one call makes at most while each finds only `M` entries (settled, then
+/// forgotten) before answering an empty batch; the rest wait for the next call.
+const MAX_SETTLE_ONLY_READS: usize = 4;
 
 /// One log's entries as `XRANGE` answers them: id, then field/value pairs.
 type StreamEntries = Vec<(String, Vec<String>)>;
@@ -102,7 +181,80 @@ impl RedisEngine {
         let mut add = redis::cmd("SADD");
         add.arg(self.keys.payload_logs()).arg(&log);
         self.redis.query::<i64>(&add).await?;
-        self.payload_logs.insert(log);
+        self.payload_logs.insert_all([log]);
+        Ok(())
+    }
+
+    /// Notes that a script just appended (or may have) to `log`: the next read of this
+    /// process adds it to the pending set. In memory only, so no write pays a round trip.
+    pub(crate) fn payload_log_written(&self, log: String) {
+        self.payload_logs.written(log);
+    }
+
+    /// After a script that may have released payload messages of the queue: noted as written
+    /// if its log is known to be registered (a queue that never held a payload has no events;
+    /// one registered elsewhere since this process last looked is found by the full walk).
+    pub(crate) fn queue_payload_log_touched(&self, key: &QueueKey) {
+        let log = self.keys.queue_payload_log(key);
+        if self.payload_logs.contains(&log) {
+            self.payload_log_written(log);
+        }
+    }
+
+    /// [`queue_payload_log_touched`](Self::queue_payload_log_touched) for a topic's log.
+    pub(crate) fn topic_payload_log_touched(&self, topic: &TopicKey) {
+        let log = self.keys.topic_payload_log(topic);
+        if self.payload_logs.contains(&log) {
+            self.payload_log_written(log);
+        }
+    }
+
+    /// Tells the pending set of the logs this process wrote to since it last did (one `SADD`,
+    /// none if it wrote nothing); they stay noted if that fails.
+    async fn flush_written_logs(&self) -> Result<(), EngineError> {
+        let written = self.payload_logs.take_written();
+        if written.is_empty() {
+            return Ok(());
+        }
+        let mut add = redis::cmd("SADD");
+        add.arg(self.keys.payload_pending())
+            .arg(written.iter().collect::<Vec<_>>());
+        if let Err(e) = self.redis.query::<i64>(&add).await {
+            for log in written {
+                self.payload_logs.written(log);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The full walk: every registered log that holds an entry goes into the pending set
+    /// (`XLEN` per log, 16 at a time, then one `SADD`).
+    async fn walk_registry(&self) -> Result<(), EngineError> {
+        let mut members = redis::cmd("SMEMBERS");
+        members.arg(self.keys.payload_logs());
+        let logs: Vec<String> = self.redis.query(&members).await?;
+        self.payload_logs.insert_all(logs.iter().cloned());
+        let lengths: Vec<(String, u64)> = stream::iter(logs)
+            .map(|log| async move {
+                let mut len = redis::cmd("XLEN");
+                len.arg(&log);
+                let n: u64 = self.redis.query(&len).await?;
+                Ok::<_, EngineError>((log, n))
+            })
+            .buffered(FAN_OUT)
+            .try_collect()
+            .await?;
+        let holding: Vec<String> = lengths
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(log, _)| log)
+            .collect();
+        if !holding.is_empty() {
+            let mut add = redis::cmd("SADD");
+            add.arg(self.keys.payload_pending()).arg(holding);
+            self.redis.query::<i64>(&add).await?;
+        }
         Ok(())
     }
 
@@ -128,16 +280,38 @@ impl RedisEngine {
         &self,
         limit: usize,
     ) -> Result<PayloadEventBatch, EngineError> {
+        // A read that found only `M` entries settled them all and has no event to hand out:
+        // its cursor is forgotten here (what it covers is settled in the destinations' slots)
+        // and the logs read again, so an empty batch still means "nothing pending" to callers.
+        let read = self.payload_logs.reads.fetch_add(1, Ordering::Relaxed);
+        if read.is_multiple_of(FULL_WALK_EVERY) {
+            self.walk_registry().await?;
+        }
+        for _ in 0..MAX_SETTLE_ONLY_READS {
+            // Each pass: a settle may just have written to a destination's log.
+            self.flush_written_logs().await?;
+            let batch = self.read_payload_events(limit).await?;
+            if !batch.events.is_empty() || batch.cursor.is_empty() {
+                return Ok(batch);
+            }
+            self.ack_payload_events(&batch).await?;
+        }
+        Ok(PayloadEventBatch::default())
+    }
+
+    async fn read_payload_events(&self, limit: usize) -> Result<PayloadEventBatch, EngineError> {
         let mut batch = PayloadEventBatch::default();
         if limit == 0 {
             return Ok(batch);
         }
         let mut members = redis::cmd("SMEMBERS");
-        members.arg(self.keys.payload_logs());
+        members.arg(self.keys.payload_pending());
         let mut logs: Vec<String> = self.redis.query(&members).await?;
         if logs.is_empty() {
             return Ok(batch);
         }
+        // Only registered logs are ever pending: what a write here should note from now on.
+        self.payload_logs.insert_all(logs.iter().cloned());
         logs.sort();
         let start = rand::Rng::gen_range(&mut rand::thread_rng(), 0..logs.len());
         logs.rotate_left(start);
@@ -155,11 +329,22 @@ impl RedisEngine {
                 Ok::<_, EngineError>((log, entries))
             })
             .buffered(FAN_OUT);
+        let mut unsettled: BTreeMap<QueueKey, Vec<Unsettled>> = BTreeMap::new();
+        let mut drained = Vec::new();
         while let Some((log, entries)) = reads.try_next().await? {
+            if entries.is_empty() {
+                drained.push(log);
+                continue;
+            }
             let room = limit - batch.events.len();
             let mut last = None;
             for (id, fields) in entries.into_iter().take(room) {
-                batch.events.push(parse_event(&log, &id, &fields)?);
+                match parse_entry(&log, &id, &fields)? {
+                    Entry::Event(event) => batch.events.push(event),
+                    Entry::Maybe(destination, entry) => {
+                        unsettled.entry(destination).or_default().push(entry);
+                    }
+                }
                 last = Some(id);
             }
             if let Some(id) = last {
@@ -168,6 +353,20 @@ impl RedisEngine {
             if batch.events.len() >= limit {
                 break;
             }
+        }
+        drop(reads);
+        // Settled before the batch is answered, so before its cursor can be acknowledged: an
+        // `M` entry is trimmed only once its destination's slot has decided it (and appended
+        // the `R` there if it released it). The `R` is read like any other, later.
+        for (destination, entries) in unsettled {
+            self.transfer_settle(&destination, &entries).await?;
+        }
+        // A log found empty leaves the pending set until a write notes it again. One written
+        // between the read and this removal loses its mark: the full walk finds it.
+        if !drained.is_empty() {
+            let mut remove = redis::cmd("SREM");
+            remove.arg(self.keys.payload_pending()).arg(drained);
+            self.redis.query::<i64>(&remove).await?;
         }
         Ok(batch)
     }
@@ -207,7 +406,16 @@ impl RedisEngine {
     }
 }
 
-fn parse_event(log: &str, id: &str, fields: &[String]) -> Result<PayloadEvent, EngineError> {
+/// One log entry as a reader takes it.
+enum Entry {
+    /// An `A` or `R`: handed out as is.
+    Event(PayloadEvent),
+    /// An `M` ("maybe released", `release_intents` in `queue.lua`): settled in the
+    /// destination's slot before the batch is answered.
+    Maybe(QueueKey, Unsettled),
+}
+
+fn parse_entry(log: &str, id: &str, fields: &[String]) -> Result<Entry, EngineError> {
     let corrupt = || EngineError::Internal(format!("corrupt payload event {id} in {log}"));
     let field = |name: &str| {
         fields
@@ -215,17 +423,43 @@ fn parse_event(log: &str, id: &str, fields: &[String]) -> Result<PayloadEvent, E
             .find(|pair| pair[0] == name)
             .and_then(|pair| pair.get(1))
     };
+    let tag = field("t").ok_or_else(corrupt)?;
+    let (message_id, key) = parse_tag(tag).ok_or_else(corrupt)?;
     let kind = match field("k").map(String::as_str) {
         Some("A") => PayloadEventKind::Added,
         Some("R") => PayloadEventKind::Released,
+        Some("M") => {
+            let transfer_id = field("x").ok_or_else(corrupt)?;
+            let source = field("q")
+                .and_then(|q| Keys::parse_queue_id(q))
+                .ok_or_else(corrupt)?;
+            let at: Millis = field("at")
+                .and_then(|at| at.parse().ok())
+                .ok_or_else(corrupt)?;
+            let entry = Unsettled {
+                transfer_id: transfer_id.clone(),
+                tag: tag.clone(),
+                at,
+            };
+            return match field("d").and_then(|d| QueueName::parse(d).ok()) {
+                Some(name) => Ok(Entry::Maybe(QueueKey::new(source.tenant, name), entry)),
+                // No queue can have that name, so no apply into it ever ran (a move resolves
+                // its destination the same way and reverts when it cannot): the source's
+                // deletion was the message's end.
+                None => Ok(Entry::Event(PayloadEvent {
+                    kind: PayloadEventKind::Released,
+                    key,
+                    message_id,
+                })),
+            };
+        }
         _ => return Err(corrupt()),
     };
-    let (message_id, key) = field("t").and_then(|t| parse_tag(t)).ok_or_else(corrupt)?;
-    Ok(PayloadEvent {
+    Ok(Entry::Event(PayloadEvent {
         kind,
         key,
         message_id,
-    })
+    }))
 }
 
 #[cfg(test)]

@@ -79,7 +79,11 @@ impl RedisEngine {
                 call.arg(0);
             }
         }
-        let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
+        let reply = self.redis.eval(&call, true).await;
+        if publications.iter().any(|p| p.payload.is_some()) {
+            self.payload_log_written(self.keys.topic_payload_log(topic));
+        }
+        let mut reply = Reply::new(reply?)?;
         let mut recorded = Vec::with_capacity(publications.len());
         for _ in publications {
             let duplicate = reply.int()? == 2;

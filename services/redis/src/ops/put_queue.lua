@@ -11,6 +11,7 @@
 -- ARGV[7] the tenant generation register_queue answered
 -- ARGV[8] the redrive policy's max_receive_count ('' = no policy; read by receive)
 -- ARGV[9] retry backoff '<base ms> <max ms> <jitter 0|1>' ('' = none; read by receive)
+-- ARGV[10] the queue's id '<tenant>/<queue>' (for release_intents)
 -- Reply: {-1} refused by the fence; else {created (0|1), uid, created_at, updated_at, config,
 --         visible, in_flight, delayed, oldest_sent_at (-1: none)}
 local now = tonumber(ARGV[1])
@@ -24,6 +25,7 @@ if redis.call('EXISTS', META) == 0 then
   -- A new incarnation starts empty, whatever an interrupted past left behind (a payload
   -- message among that leaves for good).
   release_all()
+  release_intents(ARGV[10])
   unlink_queue_keys(nil)
   redis.call('HSET', META, 'uid', ARGV[2], 'created_at', ARGV[1], 'seq', 0, 'delivery', 0)
 end

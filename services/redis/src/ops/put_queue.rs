@@ -2,6 +2,7 @@
 
 use super::calls::seconds;
 use crate::codec::{to_json, Described, Reply};
+use crate::keys::Keys;
 use crate::{scripts, RedisEngine};
 use sluice_engine::{DeduplicationScope, EngineError, Millis, QueueConfig, QueueInfo, QueueKey};
 
@@ -48,8 +49,12 @@ impl RedisEngine {
                         )
                     })
                     .unwrap_or_default(),
-            );
-        let mut reply = Reply::new(self.redis.eval(&call, true).await?)?;
+            )
+            .arg(Keys::queue_id(key));
+        let reply = self.redis.eval(&call, true).await;
+        // A creation over leftovers releases them into the log.
+        self.queue_payload_log_touched(key);
+        let mut reply = Reply::new(reply?)?;
         let created = match reply.int()? {
             // A tenant deletion began after our registration and fenced this name: its walk
             // drops our entry; nothing was created.

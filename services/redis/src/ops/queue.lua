@@ -48,7 +48,9 @@
 -- Payload events: one 'A' (added) per payload message a send stores, one 'R' (released) per
 -- payload message that leaves for good (delete, expiry, purge, queue deletion); a move out
 -- (transfer_out) and in (transfer_apply, transfer_revert, fanout_apply: a copy's 'A' is the
--- publish's, in the topic's log) records nothing.
+-- publish's, in the topic's log) records nothing. A deletion or re-creation that drops `out`
+-- appends one 'M' per payload intent (release_intents), settled in the destination's slot by
+-- transfer_settle.lua, which appends the 'R' there if the move never arrived.
 local META, VIS, RCV, SENT, MSG, RX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 -- put_queue and delete_queue also take the queue's fence key after these (KEYS[12] or
 -- KEYS[21]; see tenant_delete_begin.lua). QUEUE_KEYS counts the queue's own keys (the payload
@@ -210,6 +212,36 @@ local function release_all()
   local entries = redis.call('HGETALL', PAY)
   for i = 2, #entries, 2 do
     payload_event('R', entries[i])
+  end
+end
+
+-- Before a deletion or re-creation drops `out`: the payload messages in move intents. Such a
+-- message left this queue, and its apply at the destination may or may not have run, so it
+-- can be neither released here (the destination may hold it) nor forgotten (its payload would
+-- leak: nothing else names it once `out` is gone). One 'M' ("maybe released") entry per
+-- intent carrying a payload hands the question to the destination's slot, where the payload
+-- reader settles it (transfer_settle.lua; see ops/payload_events.rs): released there unless
+-- the transfer id was applied. Fields: t the tag, x the transfer id, q this queue's id
+-- (`<tenant>/<queue>`, whose tenant the destination shares), d the destination's name, at
+-- the intent's time. An intent naming no destination could never be applied: released here.
+local function release_intents(queue_id)
+  local entries = redis.call('HGETALL', OUT)
+  for i = 1, #entries, 2 do
+    local intent = cjson.decode(entries[i + 1])
+    if type(intent.pay) == 'string' and intent.pay ~= '' then
+      local dest = intent.dest
+      if dest == '' then
+        -- Redrive to the source its dead-letter record names (as transfers.rs resolves it).
+        local x = cjson.decode(intent.msg).x
+        dest = type(x) == 'table' and x.source_queue or nil
+      end
+      if type(dest) == 'string' and dest ~= '' then
+        redis.call('XADD', PLOG, '*', 'k', 'M', 't', intent.pay, 'x', entries[i], 'q', queue_id,
+          'd', dest, 'at', intent.at)
+      else
+        payload_event('R', intent.pay)
+      end
+    end
   end
 end
 

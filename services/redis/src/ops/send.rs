@@ -21,7 +21,8 @@ impl RedisEngine {
             return Ok(Vec::new());
         }
         let fifo = key.name.is_fifo();
-        if messages.iter().any(|m| m.payload.is_some()) {
+        let spilled = messages.iter().any(|m| m.payload.is_some());
+        if spilled {
             self.register_queue_payload_log(key).await?;
         }
         let queue_id = Keys::queue_id(key);
@@ -54,7 +55,11 @@ impl RedisEngine {
             }
             ids.push(m.message_id);
         }
-        let mut reply = not_found(self.run_queue(key, &call, true).await?)?;
+        let reply = self.run_queue(key, &call, true).await;
+        if spilled {
+            self.payload_log_written(self.keys.queue_payload_log(key));
+        }
+        let mut reply = not_found(reply?)?;
         let mut answers = Vec::with_capacity(ids.len());
         for message_id in ids {
             let seq = reply.u64()?;

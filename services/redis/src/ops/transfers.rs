@@ -19,6 +19,11 @@
 //! no-op: the id is known) and acknowledges. Recovery only completes intents older than the
 //! grace, so it does not race a live move, and every step repeats harmlessly, so several
 //! gateways may recover at once.
+//!
+//! A source deleted with intents pending takes them with it; the payload of such a message is
+//! settled in the destination's slot (`transfer_settle.rs`, see `payload_events.rs`), which
+//! voids the transfer id there if the apply has not run, so a mover still holding the intent
+//! applies nothing afterwards.
 
 use super::transfer_apply::Arrival;
 use super::transfer_out::{Intent, NotOut, Selection};
@@ -158,6 +163,21 @@ impl RedisEngine {
             .await?;
         done += self.transfer_ack(source, &ids(Completion::Moved)).await?;
         Ok((outcome, done))
+    }
+
+    /// Completes intents read from `source` earlier (tests: a mover that outlives its source).
+    pub(crate) async fn complete_held(
+        &self,
+        source: &QueueKey,
+        intents: &[(String, Vec<u8>)],
+        now: Millis,
+    ) -> Result<u64, EngineError> {
+        let intents = intents
+            .iter()
+            .map(|(id, json)| Ok((id.clone(), from_json::<Intent>(json)?)))
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        let (_, done) = self.complete(source, &intents, now, None).await?;
+        Ok(done)
     }
 
     /// Receive's moves: the messages receive.lua answered as exhausted go to the policy's
