@@ -97,14 +97,35 @@ pub(crate) async fn signed_post(
 /// `service` at `time`.
 pub(crate) async fn signed_request(
     server: &Server,
-    (key_id, secret): (&str, &str),
+    key: (&str, &str),
     service: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &str,
     time: SystemTime,
 ) -> AwsAnswer {
-    let url = server.url(path);
+    let signature = signature_headers(server, key, service, path, headers, body, time);
+    let mut request = server.client.post(server.url(path)).body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    for (name, value) in signature {
+        request = request.header(name, value);
+    }
+    send(request).await
+}
+
+/// The headers `aws-sigv4` adds to sign `POST {path}` with `headers` (and `host`) and `body`
+/// for `service` at `time`.
+pub(crate) fn signature_headers(
+    server: &Server,
+    (key_id, secret): (&str, &str),
+    service: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    time: SystemTime,
+) -> Vec<(String, String)> {
     let host = server.base.trim_start_matches("http://").to_owned();
     let mut signed_headers = vec![("host", host.as_str())];
     signed_headers.extend_from_slice(headers);
@@ -120,20 +141,16 @@ pub(crate) async fn signed_request(
         .into();
     let signable = SignableRequest::new(
         "POST",
-        url.clone(),
+        server.url(path),
         signed_headers.iter().copied(),
         SignableBody::Bytes(body.as_bytes()),
     )
     .unwrap();
     let (instructions, _) = sign(signable, &params).unwrap().into_parts();
-    let mut request = server.client.post(&url).body(body.to_owned());
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    for (name, value) in instructions.headers() {
-        request = request.header(name, value);
-    }
-    send(request).await
+    instructions
+        .headers()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
 }
 
 async fn send(request: reqwest::RequestBuilder) -> AwsAnswer {

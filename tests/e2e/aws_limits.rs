@@ -5,7 +5,9 @@
 //! `Retry-After` until the bodies held are answered. Also the JSON protocol's strictness: a
 //! member repeated in one object is refused, as REST refuses it.
 
-use crate::aws_identity::{account_of, create_key, create_tenant, signed_request, AwsAnswer};
+use crate::aws_identity::{
+    account_of, create_key, create_tenant, signature_headers, signed_request, AwsAnswer,
+};
 use crate::harness::{assert_error, tenant_token, Server, SECRET};
 use reqwest::Method;
 use serde_json::json;
@@ -45,6 +47,13 @@ async fn headers_only(
 
 /// Reads one answer, failing if it does not come within `within`.
 async fn answer(stream: &mut TcpStream, within: Duration) -> Raw {
+    try_answer(stream, within)
+        .await
+        .expect("answered without waiting for the body")
+}
+
+/// Reads one answer if it comes within `within`.
+async fn try_answer(stream: &mut TcpStream, within: Duration) -> Option<Raw> {
     let read = async {
         let mut buffer = Vec::new();
         let mut chunk = [0u8; 8192];
@@ -80,9 +89,7 @@ async fn answer(stream: &mut TcpStream, within: Duration) -> Raw {
             body: body.to_owned(),
         }
     };
-    tokio::time::timeout(within, read)
-        .await
-        .expect("answered without waiting for the body")
+    tokio::time::timeout(within, read).await.ok()
 }
 
 /// The process's resident memory, in bytes.
@@ -270,15 +277,39 @@ async fn each_aws_action_reads_no_more_than_it_needs() {
     assert_eq!(raw.status, 413, "{}", raw.body);
     assert!(raw.body.contains("RequestEntityTooLarge"), "{}", raw.body);
 
-    // Signed and sent whole: over its bound in either protocol, within it as usual.
+    // Correctly signed over its whole body, and still over its bound: refused from its headers
+    // too. (The body is never sent: a client still writing it when the refusal closes the
+    // connection may see a broken pipe instead of the answer.)
     let padding = "x".repeat(100 * 1024);
-    let oversized = json!({"QueueUrl": queue_url, "AttributeNames": ["All"], "Padding": padding});
-    let refused = sqs_json(&server, &key, "GetQueueAttributes", &oversized.to_string()).await;
-    assert_eq!(refused.status, 413, "{}", refused.text);
-    assert_eq!(
-        json_type(&refused),
-        "com.amazon.coral.service#RequestEntityTooLarge"
+    let oversized =
+        json!({"QueueUrl": queue_url, "AttributeNames": ["All"], "Padding": padding}).to_string();
+    let target = [
+        ("content-type", JSON),
+        ("x-amz-target", "AmazonSQS.GetQueueAttributes"),
+    ];
+    let signature = signature_headers(
+        &server,
+        (&key.id, &key.secret),
+        "sqs",
+        "/",
+        &target,
+        &oversized,
+        SystemTime::now(),
     );
+    let mut headers = target.to_vec();
+    headers.extend(signature.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    let mut stream = headers_only(&server, "/", &headers, oversized.len()).await;
+    let refused = answer(&mut stream, Duration::from_secs(3)).await;
+    assert_eq!(refused.status, 413, "{}", refused.body);
+    assert!(
+        refused
+            .body
+            .contains("com.amazon.coral.service#RequestEntityTooLarge"),
+        "{}",
+        refused.body
+    );
+    // The Query protocol names its action in the body, so the body is read (within the
+    // service's largest bound) and then refused by the action's own.
     let form = form_urlencoded::Serializer::new(String::new())
         .extend_pairs([
             ("Action", "GetQueueAttributes"),
@@ -354,25 +385,24 @@ async fn past_the_body_budget_requests_wait_for_room_with_503_and_retry_after() 
     assert_eq!(created.status, 200, "{}", created.text);
     let queue_url = format!("{}/{}/q", server.base, key.account);
     let body = "b".repeat(200 * 1024);
+    let rest_body = json!({ "body": body }).to_string();
+    // A refusal made from the headers closes the connection while a client may still be
+    // writing the body: that client sees a broken pipe, not the answer (`None` here).
     let rest_send = || async {
         let response = server
             .request(Method::POST, "/v1/queues/q/messages", &token)
-            .json(&json!({"body": body}))
+            .header("content-type", "application/json")
+            .body(rest_body.clone())
             .send()
             .await
-            .unwrap();
+            .ok()?;
         let status = response.status().as_u16();
-        let retry_after = response.headers().get("retry-after").cloned();
-        let value: serde_json::Value = response.json().await.unwrap();
-        (status, retry_after, value)
+        let value: serde_json::Value = response.json().await.ok()?;
+        Some((status, value))
     };
-    let aws_send = || {
-        let send = json!({"QueueUrl": queue_url, "MessageBody": body}).to_string();
-        let key = &key;
-        let server = &server;
-        async move { sqs_json(server, key, "SendMessage", &send).await }
-    };
-    assert_eq!(rest_send().await.0, 201);
+    let aws_body = json!({"QueueUrl": queue_url, "MessageBody": body}).to_string();
+    let aws_send = || sqs_json(&server, &key, "SendMessage", &aws_body);
+    assert_eq!(rest_send().await.map(|(status, _)| status), Some(201));
 
     // A client holds 900 KB of the 1 MiB budget with a body it is slow to send.
     let bearer = format!("Bearer {token}");
@@ -387,31 +417,57 @@ async fn past_the_body_budget_requests_wait_for_room_with_503_and_retry_after() 
     )
     .await;
     slow.write_all(b"{\"body\": \"").await.unwrap();
+    // Sends whose bodies do not fit are refused from their headers: the probes send none.
+    let rest_headers = [
+        ("content-type", "application/json"),
+        ("authorization", bearer.as_str()),
+    ];
     let started = Instant::now();
-    loop {
-        let (status, retry_after, value) = rest_send().await;
-        if status == 503 {
-            assert_eq!(retry_after.as_ref().map(|v| v.as_bytes()), Some(&b"1"[..]));
-            assert_error(&(status, value), 503, "Unavailable");
-            break;
+    let refused = loop {
+        let mut probe = headers_only(
+            &server,
+            "/v1/queues/q/messages",
+            &rest_headers,
+            rest_body.len(),
+        )
+        .await;
+        // No answer yet: the slow body's headers were not read yet, so this one waits for its
+        // body instead.
+        if let Some(raw) = try_answer(&mut probe, Duration::from_millis(500)).await {
+            break raw;
         }
-        // The slow body's headers may not have been read yet.
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "never refused: {status} {value}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let refused = aws_send().await;
-    assert_eq!(refused.status, 503, "{}", refused.text);
-    assert_eq!(
-        json_type(&refused),
-        "com.amazon.coral.service#ServiceUnavailable"
+        assert!(started.elapsed() < Duration::from_secs(10), "never refused");
+    };
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(refused.head.contains("retry-after: 1"), "{}", refused.head);
+    let value: serde_json::Value = serde_json::from_str(&refused.body).unwrap();
+    assert_error(&(503, value), 503, "Unavailable");
+    let target = [
+        ("content-type", JSON),
+        ("x-amz-target", "AmazonSQS.SendMessage"),
+    ];
+    let signature = signature_headers(
+        &server,
+        (&key.id, &key.secret),
+        "sqs",
+        "/",
+        &target,
+        &aws_body,
+        SystemTime::now(),
     );
-    assert_eq!(
-        refused.headers.get("retry-after").map(|v| v.as_bytes()),
-        Some(&b"1"[..])
+    let mut headers = target.to_vec();
+    headers.extend(signature.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    let mut probe = headers_only(&server, "/", &headers, aws_body.len()).await;
+    let refused = answer(&mut probe, Duration::from_secs(3)).await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(
+        refused
+            .body
+            .contains("com.amazon.coral.service#ServiceUnavailable"),
+        "{}",
+        refused.body
     );
+    assert!(refused.head.contains("retry-after: 1"), "{}", refused.head);
     // A body larger than the whole budget could never be held: too large, not a retry (a
     // 400 KB message escaped as `\u0001` is 2.4 MB of JSON, within the send's own bound).
     let mut large = headers_only(
@@ -432,13 +488,13 @@ async fn past_the_body_budget_requests_wait_for_room_with_503_and_retry_after() 
     drop(slow);
     let started = Instant::now();
     loop {
-        let (status, _, value) = rest_send().await;
-        if status == 201 {
+        let answer = rest_send().await;
+        if matches!(answer, Some((201, _))) {
             break;
         }
         assert!(
             started.elapsed() < Duration::from_secs(5),
-            "never recovered: {status} {value}"
+            "never recovered: {answer:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
