@@ -246,6 +246,26 @@ async fn sqs_json(server: &Server, key: &Key, action: &str, body: &str) -> AwsAn
     .await
 }
 
+/// An SQS JSON request for `action`, signed over `body` as an SDK signs it, of which only the
+/// headers are sent: the answer to a refusal made from them (within 3 s).
+async fn signed_headers_only(server: &Server, key: &Key, action: &str, body: &str) -> Raw {
+    let target = format!("AmazonSQS.{action}");
+    let request = [("content-type", JSON), ("x-amz-target", target.as_str())];
+    let signature = signature_headers(
+        server,
+        (&key.id, &key.secret),
+        "sqs",
+        "/",
+        &request,
+        body,
+        SystemTime::now(),
+    );
+    let mut headers = request.to_vec();
+    headers.extend(signature.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    let mut stream = headers_only(server, "/", &headers, body.len()).await;
+    answer(&mut stream, Duration::from_secs(3)).await
+}
+
 fn json_type(answer: &AwsAnswer) -> String {
     let value: serde_json::Value =
         serde_json::from_str(&answer.text).unwrap_or_else(|e| panic!("{e}: {}", answer.text));
@@ -283,23 +303,7 @@ async fn each_aws_action_reads_no_more_than_it_needs() {
     let padding = "x".repeat(100 * 1024);
     let oversized =
         json!({"QueueUrl": queue_url, "AttributeNames": ["All"], "Padding": padding}).to_string();
-    let target = [
-        ("content-type", JSON),
-        ("x-amz-target", "AmazonSQS.GetQueueAttributes"),
-    ];
-    let signature = signature_headers(
-        &server,
-        (&key.id, &key.secret),
-        "sqs",
-        "/",
-        &target,
-        &oversized,
-        SystemTime::now(),
-    );
-    let mut headers = target.to_vec();
-    headers.extend(signature.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-    let mut stream = headers_only(&server, "/", &headers, oversized.len()).await;
-    let refused = answer(&mut stream, Duration::from_secs(3)).await;
+    let refused = signed_headers_only(&server, &key, "GetQueueAttributes", &oversized).await;
     assert_eq!(refused.status, 413, "{}", refused.body);
     assert!(
         refused
@@ -442,23 +446,7 @@ async fn past_the_body_budget_requests_wait_for_room_with_503_and_retry_after() 
     assert!(refused.head.contains("retry-after: 1"), "{}", refused.head);
     let value: serde_json::Value = serde_json::from_str(&refused.body).unwrap();
     assert_error(&(503, value), 503, "Unavailable");
-    let target = [
-        ("content-type", JSON),
-        ("x-amz-target", "AmazonSQS.SendMessage"),
-    ];
-    let signature = signature_headers(
-        &server,
-        (&key.id, &key.secret),
-        "sqs",
-        "/",
-        &target,
-        &aws_body,
-        SystemTime::now(),
-    );
-    let mut headers = target.to_vec();
-    headers.extend(signature.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-    let mut probe = headers_only(&server, "/", &headers, aws_body.len()).await;
-    let refused = answer(&mut probe, Duration::from_secs(3)).await;
+    let refused = signed_headers_only(&server, &key, "SendMessage", &aws_body).await;
     assert_eq!(refused.status, 503, "{}", refused.body);
     assert!(
         refused
